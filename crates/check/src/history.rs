@@ -1,0 +1,138 @@
+//! The recorded history of committed transactions that every checker reads.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Identifies one logical item: a table id and a 64-bit primary key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Item {
+    /// The table the item lives in.
+    pub table: u32,
+    /// The item's primary key within its table.
+    pub key: u64,
+}
+
+impl Item {
+    /// Builds an item from its table and key.
+    pub const fn new(table: u32, key: u64) -> Self {
+        Self { table, key }
+    }
+}
+
+impl fmt::Display for Item {
+    /// Writes `table/key`, the form used in anomaly reports.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.table, self.key)
+    }
+}
+
+/// A version id. 0 = the initial version (loaded before the history started,
+/// or "never existed"). Every non-zero version is written by exactly one
+/// committed transaction of the history (unique per item).
+pub type Version = u64;
+
+/// What a write did to its item; a delete installs a tombstone version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WriteKind {
+    /// Replaced an existing row.
+    Update,
+    /// Created a row that did not exist (its `prev` is usually a tombstone or 0).
+    Insert,
+    /// Removed a row by installing a tombstone version.
+    Delete,
+}
+
+/// One read of a committed version from the store (never of the reader's own
+/// buffered writes). A read of a deleted item reads the tombstone version.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReadEvent {
+    /// The item read.
+    pub item: Item,
+    /// The version observed.
+    pub version: Version,
+}
+
+/// One installed write. `prev` is the version this write replaced (the one
+/// installed just before it); this gives the exact per-item version order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WriteEvent {
+    /// The item written.
+    pub item: Item,
+    /// The new version id, unique for the item.
+    pub version: Version,
+    /// The version this write replaced.
+    pub prev: Version,
+    /// Whether the write updated, inserted or deleted.
+    pub kind: WriteKind,
+}
+
+/// One committed transaction: who ran it, what it read and what it installed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TxnEvent {
+    /// Unique id within the history.
+    pub id: u64,
+    /// The worker (client process) that ran it.
+    pub worker: u32,
+    /// Versions read from the store.
+    pub reads: Vec<ReadEvent>,
+    /// Versions installed at commit.
+    pub writes: Vec<WriteEvent>,
+}
+
+/// Committed transactions only, in any order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    /// The committed transactions.
+    pub txns: Vec<TxnEvent>,
+}
+
+impl History {
+    /// An empty history.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends one committed transaction.
+    pub fn push(&mut self, txn: TxnEvent) {
+        self.txns.push(txn);
+    }
+
+    /// Number of committed transactions.
+    pub fn len(&self) -> usize {
+        self.txns.len()
+    }
+
+    /// True when no transaction was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.txns.is_empty()
+    }
+
+    /// Serializes the history as JSON, e.g. to save a failing run for replay.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a history always serializes")
+    }
+
+    /// Reads a history saved by [`History::to_json`].
+    pub fn from_json(text: &str) -> Result<History, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    /// Concatenates per-worker (or per-node) histories into one.
+    pub fn merge(parts: Vec<History>) -> History {
+        let total = parts.iter().map(History::len).sum();
+        let mut txns = Vec::with_capacity(total);
+        for part in parts {
+            txns.extend(part.txns);
+        }
+        History { txns }
+    }
+}
+
+impl FromIterator<TxnEvent> for History {
+    /// Collects transactions into a history.
+    fn from_iter<I: IntoIterator<Item = TxnEvent>>(iter: I) -> Self {
+        History {
+            txns: iter.into_iter().collect(),
+        }
+    }
+}

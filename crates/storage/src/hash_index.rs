@@ -1,0 +1,293 @@
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+use crossbeam_epoch::Guard;
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+
+const EMPTY: usize = 0;
+const TOMBSTONE: usize = 1;
+const SHARD_BITS: u32 = 6;
+const SHARDS: usize = 1 << SHARD_BITS;
+
+/// A primary hash index from 64-bit keys to non-null addresses (of records).
+///
+/// Open addressing with linear probing, split into shards by the top bits of the hash. Lookups take no
+/// lock and write nothing; inserts and removals take their shard's mutex, and a shard grows by building
+/// a new slot array and retiring the old one through the epoch guard. Values are addresses greater
+/// than 1 (0 and 1 mark empty and removed slots).
+pub struct HashIndex {
+    shards: Box<[CachePadded<Shard>]>,
+}
+
+struct Shard {
+    slots: AtomicPtr<Slots>,
+    writer: Mutex<Counts>,
+}
+
+#[derive(Default)]
+struct Counts {
+    live: usize,
+    used: usize,
+}
+
+struct Slots {
+    mask: usize,
+    slots: Box<[Slot]>,
+}
+
+struct Slot {
+    key: AtomicU64,
+    value: AtomicUsize,
+}
+
+#[inline]
+fn hash(key: u64) -> u64 {
+    let mut h = key ^ (key >> 33);
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+impl Slots {
+    fn with_capacity(cap: usize) -> Box<Slots> {
+        let cap = cap.next_power_of_two().max(16);
+        let slots = (0..cap).map(|_| Slot { key: AtomicU64::new(0), value: AtomicUsize::new(EMPTY) }).collect();
+        Box::new(Slots { mask: cap - 1, slots })
+    }
+
+    #[inline]
+    fn find(&self, key: u64, h: u64) -> Option<&Slot> {
+        let mut i = h as usize & self.mask;
+        loop {
+            let slot = &self.slots[i];
+            let v = slot.value.load(Ordering::Acquire);
+            if v == EMPTY {
+                return None;
+            }
+            if v != TOMBSTONE && slot.key.load(Ordering::Relaxed) == key {
+                return Some(slot);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Places a key known to be absent; the caller holds the shard lock and ensured there is room.
+    fn place(&self, key: u64, h: u64, value: usize) {
+        let mut i = h as usize & self.mask;
+        loop {
+            let slot = &self.slots[i];
+            if slot.value.load(Ordering::Relaxed) == EMPTY {
+                slot.key.store(key, Ordering::Relaxed);
+                slot.value.store(value, Ordering::Release);
+                return;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
+impl HashIndex {
+    /// An index sized for about `capacity` keys without growing.
+    pub fn with_capacity(capacity: usize) -> HashIndex {
+        let per_shard = (capacity / SHARDS + 1) * 3 / 2;
+        let shards = (0..SHARDS)
+            .map(|_| {
+                CachePadded::new(Shard {
+                    slots: AtomicPtr::new(Box::into_raw(Slots::with_capacity(per_shard))),
+                    writer: Mutex::new(Counts::default()),
+                })
+            })
+            .collect();
+        HashIndex { shards }
+    }
+
+    #[inline]
+    fn shard(&self, h: u64) -> &Shard {
+        &self.shards[(h >> (64 - SHARD_BITS)) as usize]
+    }
+
+    /// The value stored under `key`, if any.
+    #[inline]
+    pub fn get(&self, key: u64, _guard: &Guard) -> Option<usize> {
+        let h = hash(key);
+        // SAFETY: slot arrays are retired through the epoch, and `_guard` keeps this one alive.
+        let slots = unsafe { &*self.shard(h).slots.load(Ordering::Acquire) };
+        let v = slots.find(key, h)?.value.load(Ordering::Acquire);
+        (v != TOMBSTONE).then_some(v)
+    }
+
+    /// Runs `f` with exclusive insert/remove rights over `key`'s shard; `f` receives the current value
+    /// and may return a new value to insert when there was none. Returns what `f` returned.
+    pub fn upsert_with<R>(&self, key: u64, guard: &Guard, f: impl FnOnce(Option<usize>) -> (Option<usize>, R)) -> R {
+        let h = hash(key);
+        let shard = self.shard(h);
+        let mut counts = shard.writer.lock();
+        // SAFETY: under the shard lock the slot array cannot be replaced.
+        let slots = unsafe { &*shard.slots.load(Ordering::Acquire) };
+        let current = slots.find(key, h).map(|s| s.value.load(Ordering::Acquire)).filter(|&v| v != TOMBSTONE);
+        let (insert, result) = f(current);
+        if let Some(value) = insert {
+            debug_assert!(current.is_none() && value > TOMBSTONE);
+            let slots = if (counts.used + 1) * 4 > (slots.mask + 1) * 3 {
+                counts.used = counts.live;
+                Self::grow(shard, slots, counts.live + 1, guard)
+            } else {
+                slots
+            };
+            slots.place(key, h, value);
+            counts.used += 1;
+            counts.live += 1;
+        }
+        result
+    }
+
+    /// Removes `key` if it maps to `value`, running `also` under the same shard lock; returns whether it
+    /// did.
+    pub fn remove(&self, key: u64, value: usize, _guard: &Guard, also: impl FnOnce()) -> bool {
+        let h = hash(key);
+        let shard = self.shard(h);
+        let mut counts = shard.writer.lock();
+        // SAFETY: under the shard lock the slot array cannot be replaced.
+        let slots = unsafe { &*shard.slots.load(Ordering::Acquire) };
+        match slots.find(key, h) {
+            Some(slot) if slot.value.load(Ordering::Relaxed) == value => {
+                slot.value.store(TOMBSTONE, Ordering::Release);
+                counts.live -= 1;
+                also();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn grow<'g>(shard: &Shard, old: &Slots, live: usize, guard: &'g Guard) -> &'g Slots {
+        let fresh = Slots::with_capacity(live * 2);
+        for slot in old.slots.iter() {
+            let v = slot.value.load(Ordering::Relaxed);
+            if v > TOMBSTONE {
+                let k = slot.key.load(Ordering::Relaxed);
+                fresh.place(k, hash(k), v);
+            }
+        }
+        let fresh = Box::into_raw(fresh);
+        let old = shard.slots.swap(fresh, Ordering::AcqRel);
+        // SAFETY: `old` came from Box::into_raw and is unreachable for guards pinned from now on.
+        unsafe { guard.defer_unchecked(move || drop(Box::from_raw(old))) };
+        // SAFETY: `fresh` stays alive at least as long as the guard.
+        unsafe { &*fresh }
+    }
+
+    /// Calls `f` on every stored value (not concurrently with removals of the caller's own making).
+    pub fn for_each(&self, guard: &Guard, mut f: impl FnMut(u64, usize)) {
+        let _ = guard;
+        for shard in self.shards.iter() {
+            let _w = shard.writer.lock();
+            // SAFETY: under the shard lock the slot array cannot be replaced.
+            let slots = unsafe { &*shard.slots.load(Ordering::Acquire) };
+            for slot in slots.slots.iter() {
+                let v = slot.value.load(Ordering::Acquire);
+                if v > TOMBSTONE {
+                    f(slot.key.load(Ordering::Relaxed), v);
+                }
+            }
+        }
+    }
+
+    /// Number of keys stored.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.writer.lock().live).sum()
+    }
+
+    /// Whether no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes held by the slot arrays.
+    pub fn memory_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let _w = s.writer.lock();
+                // SAFETY: under the shard lock the slot array cannot be replaced.
+                let slots = unsafe { &*s.slots.load(Ordering::Acquire) };
+                (slots.mask + 1) * std::mem::size_of::<Slot>()
+            })
+            .sum()
+    }
+}
+
+impl Drop for HashIndex {
+    fn drop(&mut self) {
+        for shard in self.shards.iter() {
+            // SAFETY: we own the index exclusively; the pointer came from Box::into_raw.
+            unsafe { drop(Box::from_raw(shard.slots.load(Ordering::Relaxed))) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn insert_get_remove_and_grow() {
+        let idx = HashIndex::with_capacity(10);
+        let guard = crossbeam_epoch::pin();
+        let mut model = HashMap::new();
+        for i in 0..20_000u64 {
+            let k = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let v = (i as usize + 2) * 8;
+            idx.upsert_with(k, &guard, |cur| {
+                assert!(cur.is_none());
+                (Some(v), ())
+            });
+            model.insert(k, v);
+            if i % 3 == 0 {
+                assert!(idx.remove(k, v, &guard, || ()));
+                model.remove(&k);
+            }
+        }
+        assert_eq!(idx.len(), model.len());
+        for (k, v) in &model {
+            assert_eq!(idx.get(*k, &guard), Some(*v));
+        }
+        assert_eq!(idx.get(12345, &guard), None);
+        let mut seen = 0;
+        idx.for_each(&guard, |k, v| {
+            assert_eq!(model[&k], v);
+            seen += 1;
+        });
+        assert_eq!(seen, model.len());
+    }
+
+    #[test]
+    fn readers_see_every_key_while_writers_grow_the_index() {
+        let idx = HashIndex::with_capacity(1);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for k in 0..50_000u64 {
+                    let guard = crossbeam_epoch::pin();
+                    idx.upsert_with(k, &guard, |_| (Some(k as usize * 8 + 8), ()));
+                }
+            });
+            s.spawn(|| {
+                for _ in 0..20 {
+                    let guard = crossbeam_epoch::pin();
+                    let mut found = 0;
+                    for k in 0..50_000u64 {
+                        if let Some(v) = idx.get(k, &guard) {
+                            assert_eq!(v, k as usize * 8 + 8);
+                            found += 1;
+                        }
+                    }
+                    assert!(found <= 50_000);
+                }
+            });
+        });
+        let guard = crossbeam_epoch::pin();
+        assert!((0..50_000u64).all(|k| idx.get(k, &guard).is_some()));
+    }
+}

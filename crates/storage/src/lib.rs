@@ -1,0 +1,27 @@
+//! Storage layer of phasedb: schemas with typed fixed-width columns grouped into column groups, tables of
+//! records with stable addresses, a primary hash index, an optional ordered index, and epoch-based
+//! reclamation of unlinked records.
+//!
+//! Storage knows nothing of transactions. Every column group of every record carries one value of a
+//! metadata type `M` chosen by the layer above (a concurrency-control protocol); storage only allocates
+//! it, hands out references to it and drops it.
+
+#[cfg(target_endian = "big")]
+compile_error!("phasedb stores rows as little-endian words");
+
+mod hash_index;
+mod key;
+mod ordered_index;
+mod record;
+mod row;
+mod schema;
+mod table;
+
+pub use crossbeam_epoch::{Guard, pin};
+pub use hash_index::HashIndex;
+pub use key::CompositeKey;
+pub use ordered_index::OrderedIndex;
+pub use record::{RecordLayout, RecordPtr};
+pub use row::{RowBuf, RowView, Value, merge_columns};
+pub use schema::{Column, ColumnId, ColumnType, Group, Schema, SchemaBuilder, SchemaError};
+pub use table::{InsertOutcome, Table, TableId, TableSpec};

@@ -1,0 +1,240 @@
+use thiserror::Error;
+
+/// Index of a column within its schema.
+pub type ColumnId = usize;
+
+/// The type of a fixed-width column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnType {
+    U64,
+    I64,
+    F64,
+    /// Exactly `n` bytes.
+    Fixed(u16),
+    /// Up to `n` bytes, stored with a two-byte length prefix in `n + 2` bytes.
+    Bounded(u16),
+}
+
+impl ColumnType {
+    /// Bytes the column occupies in a row.
+    pub const fn width(self) -> usize {
+        match self {
+            ColumnType::U64 | ColumnType::I64 | ColumnType::F64 => 8,
+            ColumnType::Fixed(n) => n as usize,
+            ColumnType::Bounded(n) => n as usize + 2,
+        }
+    }
+}
+
+/// A column with its place in the row: byte offset and the column group that holds it.
+#[derive(Clone, Debug)]
+pub struct Column {
+    pub name: String,
+    pub ty: ColumnType,
+    pub group: usize,
+    /// Byte offset of the column inside the row image.
+    pub offset: usize,
+}
+
+impl Column {
+    /// Row words (8-byte units) the column touches, as `first..=last`.
+    pub fn word_span(&self) -> (usize, usize) {
+        (self.offset / 8, (self.offset + self.ty.width() - 1) / 8)
+    }
+}
+
+/// A column group: a word-aligned, contiguous run of the row that carries its own metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// First row word of the group.
+    pub word: usize,
+    /// Number of row words of the group.
+    pub words: usize,
+    /// Columns of the group as a bit mask over column ids.
+    pub columns: u64,
+}
+
+/// Errors in a schema definition.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SchemaError {
+    #[error("a schema needs at least one column")]
+    Empty,
+    #[error("a schema has at most 64 columns, got {0}")]
+    TooManyColumns(usize),
+    #[error("a schema has at most {max} column groups, got {got}", max = Schema::MAX_GROUPS)]
+    TooManyGroups { got: usize },
+    #[error("column group {0} has no columns; groups must be numbered 0..n without gaps")]
+    EmptyGroup(usize),
+    #[error("column `{0}` has zero width")]
+    ZeroWidth(String),
+    #[error("duplicate column name `{0}`")]
+    DuplicateName(String),
+}
+
+/// The typed layout of a table's rows: columns packed by group, each group starting on a word boundary.
+#[derive(Clone, Debug)]
+pub struct Schema {
+    columns: Vec<Column>,
+    groups: Vec<Group>,
+    row_words: usize,
+}
+
+impl Schema {
+    /// Most column groups a schema may declare.
+    pub const MAX_GROUPS: usize = 16;
+
+    /// Starts a schema definition.
+    pub fn builder() -> SchemaBuilder {
+        SchemaBuilder::default()
+    }
+
+    /// Columns in declaration order.
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    /// The column with id `c`.
+    pub fn column(&self, c: ColumnId) -> &Column {
+        &self.columns[c]
+    }
+
+    /// Finds a column by name.
+    pub fn column_id(&self, name: &str) -> Option<ColumnId> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    /// Column groups in order.
+    pub fn groups(&self) -> &[Group] {
+        &self.groups
+    }
+
+    /// Size of a row image in 8-byte words.
+    pub fn row_words(&self) -> usize {
+        self.row_words
+    }
+
+    /// Bit mask of every column.
+    pub fn all_columns(&self) -> u64 {
+        if self.columns.len() == 64 { u64::MAX } else { (1u64 << self.columns.len()) - 1 }
+    }
+
+    /// Bit mask of every group.
+    pub fn all_groups(&self) -> u32 {
+        (1u32 << self.groups.len()) - 1
+    }
+
+    /// Bit mask of the groups holding the columns in `columns`.
+    pub fn groups_of(&self, columns: u64) -> u32 {
+        let mut mask = 0u32;
+        for (g, group) in self.groups.iter().enumerate() {
+            if group.columns & columns != 0 {
+                mask |= 1 << g;
+            }
+        }
+        mask
+    }
+
+    /// The same columns with every column in one group (coarse-grained metadata).
+    pub fn coarse(&self) -> Schema {
+        let mut b = Schema::builder();
+        for c in &self.columns {
+            b = b.column(&c.name, c.ty, 0);
+        }
+        b.build().expect("a valid schema stays valid when its groups are merged")
+    }
+}
+
+/// Declares a schema column by column; see [`Schema::builder`].
+#[derive(Default)]
+pub struct SchemaBuilder {
+    columns: Vec<(String, ColumnType, usize)>,
+}
+
+impl SchemaBuilder {
+    /// Adds a column in column group `group` (groups are numbered from 0 without gaps).
+    pub fn column(mut self, name: &str, ty: ColumnType, group: usize) -> Self {
+        self.columns.push((name.to_string(), ty, group));
+        self
+    }
+
+    /// Lays the columns out: groups in order, columns of a group packed in declaration order.
+    pub fn build(self) -> Result<Schema, SchemaError> {
+        if self.columns.is_empty() {
+            return Err(SchemaError::Empty);
+        }
+        if self.columns.len() > 64 {
+            return Err(SchemaError::TooManyColumns(self.columns.len()));
+        }
+        let n_groups = self.columns.iter().map(|c| c.2).max().unwrap_or(0) + 1;
+        if n_groups > Schema::MAX_GROUPS {
+            return Err(SchemaError::TooManyGroups { got: n_groups });
+        }
+        for (i, (name, ty, _)) in self.columns.iter().enumerate() {
+            if ty.width() == 0 {
+                return Err(SchemaError::ZeroWidth(name.clone()));
+            }
+            if self.columns[..i].iter().any(|c| &c.0 == name) {
+                return Err(SchemaError::DuplicateName(name.clone()));
+            }
+        }
+        let mut columns: Vec<Column> = self
+            .columns
+            .iter()
+            .map(|(name, ty, group)| Column { name: name.clone(), ty: *ty, group: *group, offset: 0 })
+            .collect();
+        let mut groups = Vec::with_capacity(n_groups);
+        let mut word = 0;
+        for g in 0..n_groups {
+            let mut bytes = 0;
+            let mut mask = 0u64;
+            for (id, c) in columns.iter_mut().enumerate().filter(|(_, c)| c.group == g) {
+                c.offset = word * 8 + bytes;
+                bytes += c.ty.width();
+                mask |= 1 << id;
+            }
+            if mask == 0 {
+                return Err(SchemaError::EmptyGroup(g));
+            }
+            let words = bytes.div_ceil(8);
+            groups.push(Group { word, words, columns: mask });
+            word += words;
+        }
+        Ok(Schema { columns, groups, row_words: word })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_are_word_aligned_and_packed() {
+        let s = Schema::builder()
+            .column("a", ColumnType::Fixed(10), 0)
+            .column("b", ColumnType::Fixed(10), 1)
+            .column("c", ColumnType::Fixed(10), 0)
+            .column("d", ColumnType::U64, 1)
+            .build()
+            .unwrap();
+        assert_eq!(s.groups()[0], Group { word: 0, words: 3, columns: 0b0101 });
+        assert_eq!(s.groups()[1], Group { word: 3, words: 3, columns: 0b1010 });
+        assert_eq!(s.column(2).offset, 10);
+        assert_eq!(s.column(1).offset, 24);
+        assert_eq!(s.column(3).offset, 34);
+        assert_eq!(s.row_words(), 6);
+        assert_eq!(s.groups_of(0b0100), 0b01);
+        assert_eq!(s.coarse().groups().len(), 1);
+        assert_eq!(s.coarse().row_words(), 5);
+    }
+
+    #[test]
+    fn bad_schemas_are_rejected() {
+        assert_eq!(Schema::builder().build().unwrap_err(), SchemaError::Empty);
+        let gap = Schema::builder().column("a", ColumnType::U64, 1).build();
+        assert_eq!(gap.unwrap_err(), SchemaError::EmptyGroup(0));
+        let dup = Schema::builder().column("a", ColumnType::U64, 0).column("a", ColumnType::U64, 0).build();
+        assert!(matches!(dup, Err(SchemaError::DuplicateName(_))));
+        let zero = Schema::builder().column("a", ColumnType::Fixed(0), 0).build();
+        assert!(matches!(zero, Err(SchemaError::ZeroWidth(_))));
+    }
+}

@@ -1,0 +1,291 @@
+//! Commit steps shared by the protocols whose metadata is a [`TidWord`]: finding or creating the
+//! records of inserts, locking the write set in a global order, validating reads, point misses and
+//! scans, installing writes, and unlinking deleted records afterwards.
+
+use std::sync::atomic::{Ordering, fence};
+
+use phasedb_storage::{Guard, InsertOutcome};
+
+use crate::database::Database;
+use crate::error::{Conflict, TxError, TxResult};
+use crate::protocol::Protocol;
+use crate::state::{LockEntry, TxState, WriteKind};
+use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED, tid};
+
+fn conflict<T>(c: Conflict) -> TxResult<T> {
+    Err(TxError::Conflict(c))
+}
+
+/// The initial word of a placeholder for `key`: absent, carrying the key's last version when recording.
+pub(crate) fn placeholder_word<P: Protocol>(db: &Database<P>, table: u32, key: u64) -> u64 {
+    let last = if db.config.record_history { db.graveyard.lock().get(&(table, key)).copied().unwrap_or(0) } else { 0 };
+    ABSENT | last
+}
+
+/// Finds or creates the record of every insert and locks all its groups.
+pub(crate) fn lock_inserts<P: Protocol<Meta = TidWord>>(
+    st: &mut TxState<TidWord>,
+    db: &Database<P>,
+    guard: &Guard,
+) -> TxResult<()> {
+    for w in 0..st.writes.len() {
+        let entry = &st.writes[w];
+        if entry.kind != WriteKind::Insert {
+            continue;
+        }
+        let (t, key) = (entry.table, entry.key);
+        let table = db.table(t);
+        let groups = table.schema().groups().len();
+        // Read under the index shard lock, which orders it after any unlink of the key.
+        let mut initial = 0;
+        let placeholder = |g| {
+            if g == 0 {
+                initial = placeholder_word(db, t, key);
+            }
+            TidWord::new(initial | LOCK)
+        };
+        match table.insert_with(key, guard, placeholder, None) {
+            InsertOutcome::Inserted(rec) => {
+                if std::env::var("PHASEDB_DEBUG_MISSES").is_ok() {
+                    eprintln!("FRESH key {key} {rec:?} initial {initial:x}");
+                }
+                st.writes[w].rec = Some(rec);
+                for g in 0..groups {
+                    st.locks.push(LockEntry { rec, group: g as u8, write: w as u32, prev: initial, fresh: true, held: true });
+                }
+            }
+            InsertOutcome::Exists(rec) => {
+                st.writes[w].rec = Some(rec);
+                for g in 0..groups {
+                    let meta = rec.meta(table.layout(), g);
+                    let word = meta.load();
+                    if word & (LOCK | UNLINKED) != 0 {
+                        return conflict(Conflict::InsertRace);
+                    }
+                    if word & ABSENT == 0 {
+                        return conflict(Conflict::InsertRace);
+                    }
+                    if !meta.try_lock(word) {
+                        return conflict(Conflict::InsertRace);
+                    }
+                    st.locks.push(LockEntry { rec, group: g as u8, write: w as u32, prev: word, fresh: false, held: true });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Locks the groups written by updates and deletes, in address order, without waiting.
+pub(crate) fn lock_writes<P: Protocol<Meta = TidWord>>(st: &mut TxState<TidWord>, db: &Database<P>) -> TxResult<()> {
+    for (w, entry) in st.writes.iter().enumerate() {
+        let groups = match entry.kind {
+            WriteKind::Update => db.table(entry.table).schema().groups_of(entry.columns),
+            WriteKind::Delete => db.table(entry.table).schema().all_groups(),
+            WriteKind::Insert | WriteKind::Cancelled => continue,
+        };
+        let rec = entry.rec.expect("updates and deletes know their record");
+        let mut m = groups;
+        while m != 0 {
+            let g = m.trailing_zeros() as u8;
+            m &= m - 1;
+            st.locks.push(LockEntry { rec, group: g, write: w as u32, prev: 0, fresh: false, held: false });
+        }
+    }
+    st.locks.sort_unstable_by_key(|l| (l.rec.addr(), l.group));
+    for i in 0..st.locks.len() {
+        let l = &st.locks[i];
+        if l.held {
+            continue;
+        }
+        let layout = db.table(st.writes[l.write as usize].table).layout();
+        let meta = l.rec.meta(layout, l.group as usize);
+        let word = meta.load();
+        if word & LOCK != 0 {
+            return conflict(Conflict::WriteLocked);
+        }
+        if word & (ABSENT | UNLINKED) != 0 {
+            return conflict(Conflict::Validation);
+        }
+        if !meta.try_lock(word) {
+            return conflict(Conflict::WriteLocked);
+        }
+        let l = &mut st.locks[i];
+        l.prev = word;
+        l.held = true;
+    }
+    // Data stores that follow must not be seen before the locks (seqlock writer side).
+    fence(Ordering::Release);
+    Ok(())
+}
+
+/// Releases every held lock, restoring the previous words; fresh placeholders stay absent and are
+/// queued for unlinking.
+pub(crate) fn release<P: Protocol<Meta = TidWord>>(st: &mut TxState<TidWord>, db: &Database<P>) {
+    for l in &mut st.locks {
+        if !l.held {
+            continue;
+        }
+        let t = st.writes[l.write as usize].table;
+        l.rec.meta(db.table(t).layout(), l.group as usize).publish(l.prev);
+        l.held = false;
+        if l.fresh && l.group == 0 {
+            st.unlink.push((t, l.rec, l.prev));
+        }
+    }
+}
+
+/// Whether every read group still holds the version observed and is not locked by another writer.
+pub(crate) fn validate_reads<P: Protocol<Meta = TidWord>>(st: &TxState<TidWord>, db: &Database<P>) -> TxResult<()> {
+    for r in &st.reads {
+        let word = r.rec.meta(db.table(r.table).layout(), r.group as usize).load();
+        if word & !LOCK != r.observed {
+            return conflict(Conflict::Validation);
+        }
+        if word & LOCK != 0 && st.holds_lock(r.rec, r.group).is_none() {
+            return conflict(Conflict::Validation);
+        }
+        if std::env::var("PHASEDB_DEBUG_MISSES").is_ok() {
+            let g = phasedb_storage::pin();
+            let linked = db.table(r.table).get(r.rec.key(), &g);
+            if linked != Some(r.rec) {
+                let mut found = vec![];
+                db.table(r.table).for_each(&g, |x| if x == r.rec || x.key() == r.rec.key() { found.push((x, x.key())) });
+                let words: Vec<String> = (0..db.table(r.table).schema().groups().len()).map(|g| format!("{:x}", r.rec.meta(db.table(r.table).layout(), g).load())).collect();
+                eprintln!("STALE key {} rec {:?} group {} words {words:?} observed {:x} linked {linked:?} in-index {found:?}", r.rec.key(), r.rec, r.group, r.observed);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether keys read as missing are still missing (or are being inserted by this transaction).
+/// While recording, notes the version of absence each miss confirms.
+pub(crate) fn validate_misses<P: Protocol<Meta = TidWord>>(
+    st: &mut TxState<TidWord>,
+    db: &Database<P>,
+    guard: &Guard,
+) -> TxResult<()> {
+    for i in 0..st.misses.len() {
+        let (t, key) = (st.misses[i].table, st.misses[i].key);
+        let table = db.table(t);
+        let version = match table.get(key, guard) {
+            None => None,
+            Some(rec) => {
+                let word = rec.meta(table.layout(), 0).load();
+                match st.holds_lock(rec, 0) {
+                    // Our own insert's placeholder: the key was absent at the version we locked.
+                    Some(l) if word & LOCK != 0 && st.writes[l.write as usize].kind == WriteKind::Insert => {
+                        Some(tid(l.prev))
+                    }
+                    _ if word & (LOCK | ABSENT) == ABSENT => Some(tid(word)),
+                    _ => return conflict(Conflict::Phantom),
+                }
+            }
+        };
+        if db.config.record_history {
+            st.misses[i].version = version.unwrap_or_else(|| placeholder_word(db, t, key) & !ABSENT);
+        }
+    }
+    Ok(())
+}
+
+/// Scans every range again and checks it holds the same present records (Silo's node-set check,
+/// done by re-scanning because the ordered index has no versioned nodes).
+pub(crate) fn validate_scans<P: Protocol<Meta = TidWord>>(
+    st: &TxState<TidWord>,
+    db: &Database<P>,
+    guard: &Guard,
+) -> TxResult<()> {
+    for s in &st.scans {
+        let table = db.table(s.table);
+        let seen = &st.scan_seen[s.seen.clone()];
+        let mut next = 0;
+        let mut ok = true;
+        table.scan(s.lo, s.hi, guard, |rec| {
+            let word = rec.meta(table.layout(), 0).load();
+            let present = if word & LOCK != 0 {
+                match st.holds_lock(rec, 0) {
+                    Some(l) if st.writes[l.write as usize].kind == WriteKind::Insert => false,
+                    Some(l) => l.prev & ABSENT == 0,
+                    None => {
+                        ok = false;
+                        return false;
+                    }
+                }
+            } else {
+                word & ABSENT == 0
+            };
+            if present {
+                if seen.get(next) != Some(&rec.addr()) {
+                    ok = false;
+                    return false;
+                }
+                next += 1;
+            }
+            true
+        });
+        if !ok || next != seen.len() {
+            return conflict(Conflict::Phantom);
+        }
+    }
+    Ok(())
+}
+
+/// Writes the buffered images into the locked records and publishes `tid` on every locked group,
+/// which unlocks it. Deleted records are queued for unlinking.
+pub(crate) fn install<P: Protocol<Meta = TidWord>>(st: &mut TxState<TidWord>, db: &Database<P>, tid: u64) {
+    for w in &st.writes {
+        if matches!(w.kind, WriteKind::Update | WriteKind::Insert) {
+            let table = db.table(w.table);
+            let n = table.schema().row_words();
+            let rec = w.rec.expect("locked writes know their record");
+            rec.install_columns(table.layout(), table.schema(), w.columns, &st.images[w.image..w.image + n]);
+        }
+    }
+    for l in &mut st.locks {
+        let w = &st.writes[l.write as usize];
+        let word = if w.kind == WriteKind::Delete { tid | ABSENT } else { tid };
+        l.rec.meta(db.table(w.table).layout(), l.group as usize).publish(word);
+        l.held = false;
+        if w.kind == WriteKind::Delete && l.group == 0 {
+            st.unlink.push((w.table, l.rec, word));
+        }
+    }
+}
+
+/// The commit TID: above every version read or overwritten and the worker's last TID, and in the
+/// current epoch (Silo §4.2).
+pub(crate) fn choose_tid(st: &TxState<TidWord>, last_tid: u64, epoch: u64) -> u64 {
+    let mut max = last_tid;
+    for r in &st.reads {
+        max = max.max(tid(r.observed));
+    }
+    for l in &st.locks {
+        max = max.max(tid(l.prev));
+    }
+    (max + 1).max(epoch << crate::tid::EPOCH_SHIFT)
+}
+
+/// Unlinks the records this worker deleted (or left as aborted placeholders), unless someone reused
+/// them meanwhile; their memory is freed by the epoch-based reclaimer.
+pub(crate) fn unlink_deleted<P: Protocol<Meta = TidWord>>(db: &Database<P>, st: &mut TxState<TidWord>, guard: &Guard) {
+    while let Some((t, rec, word)) = st.unlink.pop() {
+        let table = db.table(t);
+        let groups = table.schema().groups().len();
+        let retired = (0..groups).take_while(|&g| rec.meta(table.layout(), g).retire(word)).count();
+        if retired < groups {
+            for g in 0..retired {
+                rec.meta(table.layout(), g).publish(word);
+            }
+            continue;
+        }
+        if db.config.record_history {
+            db.graveyard.lock().insert((t, rec.key()), tid(word));
+        }
+        let ok = table.unlink(rec, guard);
+        if std::env::var("PHASEDB_DEBUG_MISSES").is_ok() {
+            eprintln!("UNLINK key {} {rec:?} word {word:x} ok {ok}", rec.key());
+        }
+    }
+}

@@ -1,0 +1,169 @@
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use phasedb_check::History;
+use phasedb_storage::{InsertOutcome, RowBuf, Table, TableId, TableSpec};
+
+use crate::epoch::EpochClock;
+use crate::error::{TxError, TxResult};
+use crate::protocol::Protocol;
+use crate::tx::Tx;
+use crate::worker::Worker;
+
+/// Settings of an embedded database.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Record every committed transaction's reads and writes for the history checkers (slow; tests).
+    pub record_history: bool,
+    /// How often the global epoch advances.
+    pub epoch_interval: Duration,
+    /// Give up on a transaction after this many conflicting attempts (`None`: retry forever).
+    pub max_retries: Option<u32>,
+    /// Upper bound of the randomised exponential backoff between retries, in spin iterations.
+    pub max_backoff_spins: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            record_history: false,
+            epoch_interval: Duration::from_millis(40),
+            max_retries: None,
+            max_backoff_spins: 1 << 14,
+        }
+    }
+}
+
+/// An in-memory database running protocol `P`: its tables, its epoch clock and what its workers share.
+///
+/// ```
+/// use phasedb_storage::{ColumnType, Schema, TableSpec};
+/// use phasedb_txn::{Config, Database, Occ};
+///
+/// let mut db = Database::<Occ>::open(Config::default());
+/// let schema = Schema::builder().column("balance", ColumnType::I64, 0).build().unwrap();
+/// let accounts = db.create_table(TableSpec::new("accounts", schema, 16));
+/// for id in 0..2 {
+///     db.load(accounts, id, |row| row.set_i64(0, 100)).unwrap();
+/// }
+/// db.execute(|tx| {
+///     let from = tx.get(accounts, 0)?.expect("account 0").i64(0);
+///     let to = tx.get(accounts, 1)?.expect("account 1").i64(0);
+///     tx.update(accounts, 0, |row| row.set_i64(0, from - 30))?;
+///     tx.update(accounts, 1, |row| row.set_i64(0, to + 30))?;
+///     Ok(())
+/// })
+/// .unwrap();
+/// let balance = db.execute(|tx| Ok(tx.get(accounts, 1)?.unwrap().i64(0))).unwrap();
+/// assert_eq!(balance, 130);
+/// ```
+pub struct Database<P: Protocol> {
+    pub(crate) tables: Vec<Table<P::Meta>>,
+    pub(crate) config: Config,
+    pub(crate) epoch: EpochClock,
+    next_worker: AtomicU32,
+    /// While recording: the last version of keys whose records were unlinked, so a later insert of the
+    /// key continues the key's version chain.
+    pub(crate) graveyard: Mutex<HashMap<(TableId, u64), u64>>,
+    histories: Mutex<Vec<History>>,
+}
+
+impl<P: Protocol> Database<P> {
+    /// An empty database.
+    pub fn open(config: Config) -> Database<P> {
+        Database {
+            tables: Vec::new(),
+            epoch: EpochClock::start(config.epoch_interval),
+            config,
+            next_worker: AtomicU32::new(0),
+            graveyard: Mutex::new(HashMap::new()),
+            histories: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The protocol's name.
+    pub fn protocol(&self) -> &'static str {
+        P::NAME
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Adds a table; tables are created before transactions start.
+    pub fn create_table(&mut self, spec: TableSpec) -> TableId {
+        let id = self.tables.len() as TableId;
+        self.tables.push(Table::new(id, spec));
+        id
+    }
+
+    /// The table `t`.
+    pub fn table(&self, t: TableId) -> &Table<P::Meta> {
+        &self.tables[t as usize]
+    }
+
+    /// All tables.
+    pub fn tables(&self) -> &[Table<P::Meta>] {
+        &self.tables
+    }
+
+    /// Finds a table by name.
+    pub fn table_id(&self, name: &str) -> Option<TableId> {
+        self.tables.iter().position(|t| t.name() == name).map(|i| i as TableId)
+    }
+
+    /// Bulk-loads a row outside any transaction (before workers run): `fill` writes its columns.
+    pub fn load(&self, t: TableId, key: u64, fill: impl FnOnce(&mut RowBuf<'_>)) -> TxResult<()> {
+        let table = self.table(t);
+        let mut words = vec![0u64; table.schema().row_words()];
+        fill(&mut RowBuf::new(table.schema(), &mut words));
+        self.load_image(t, key, &words)
+    }
+
+    /// Bulk-loads a row image (`schema.row_words()` words) outside any transaction.
+    pub fn load_image(&self, t: TableId, key: u64, words: &[u64]) -> TxResult<()> {
+        let guard = phasedb_storage::pin();
+        match self.table(t).insert_with(key, &guard, |_| P::new_meta(0), Some(words)) {
+            InsertOutcome::Inserted(_) => Ok(()),
+            InsertOutcome::Exists(_) => Err(TxError::DuplicateKey { table: t, key }),
+        }
+    }
+
+    /// A new worker: the per-thread context that runs transactions. Create one per thread.
+    pub fn worker(&self) -> Worker<'_, P> {
+        Worker::new(self, self.next_worker.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Runs one transaction on a temporary worker (convenient; threads that run many keep a
+    /// [`Worker`]). Conflicts are retried; other errors are returned.
+    pub fn execute<R>(&self, procedure: impl FnMut(&mut Tx<'_, '_, P>) -> TxResult<R>) -> TxResult<R> {
+        self.worker().execute(0, procedure)
+    }
+
+    /// Takes the histories recorded so far by workers that have been dropped.
+    pub fn take_history(&self) -> History {
+        let mut all = History::default();
+        for h in self.histories.lock().drain(..) {
+            all.txns.extend(h.txns);
+        }
+        all
+    }
+
+    pub(crate) fn deposit_history(&self, h: History) {
+        if !h.txns.is_empty() {
+            self.histories.lock().push(h);
+        }
+    }
+
+    /// Approximate bytes held by all tables.
+    pub fn memory_bytes(&self) -> usize {
+        self.tables.iter().map(|t| t.memory_bytes()).sum()
+    }
+
+    pub(crate) fn max_row_words(&self) -> usize {
+        self.tables.iter().map(|t| t.schema().row_words()).max().unwrap_or(1)
+    }
+}

@@ -1,0 +1,57 @@
+use phasedb_storage::TableId;
+use thiserror::Error;
+
+/// Why a transaction did not commit.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum TxError {
+    /// A concurrency-control conflict; the engine retries the procedure.
+    #[error("conflict: {0}")]
+    Conflict(Conflict),
+    /// The procedure asked to abort; not retried.
+    #[error("aborted by the procedure")]
+    UserAbort,
+    /// An insert found the key present; not retried unless the procedure handles it.
+    #[error("duplicate key {key} in table {table}")]
+    DuplicateKey { table: TableId, key: u64 },
+    /// A scan on a table without an ordered index, a protocol that cannot run an operation, or
+    /// another misuse of the API; not retried.
+    #[error("invalid operation: {0}")]
+    Invalid(&'static str),
+    /// The procedure panicked; its writes were discarded. Not retried.
+    #[error("procedure panicked: {0}")]
+    Panicked(String),
+    /// The retry limit of the configuration was reached.
+    #[error("gave up after {0} conflicting attempts")]
+    TooManyRetries(u32),
+}
+
+/// The conflict behind a [`TxError::Conflict`]; kept for statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Conflict {
+    /// A record read was locked for too long or changed while being read.
+    ReadLocked,
+    /// A write lock was held by another transaction (no-wait).
+    WriteLocked,
+    /// Validation found a read version changed.
+    Validation,
+    /// A scan or a point miss was invalidated by an insert or delete (phantom).
+    Phantom,
+    /// An insert raced with another insert of the same key.
+    InsertRace,
+}
+
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self {
+            Conflict::ReadLocked => "read a locked record",
+            Conflict::WriteLocked => "write lock held by another transaction",
+            Conflict::Validation => "read set changed before commit",
+            Conflict::Phantom => "phantom insert or delete in a read range",
+            Conflict::InsertRace => "concurrent insert of the same key",
+        };
+        f.write_str(s)
+    }
+}
+
+/// Result of a transaction operation.
+pub type TxResult<T> = Result<T, TxError>;

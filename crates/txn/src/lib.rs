@@ -1,0 +1,35 @@
+//! The single-node transaction engine of phasedb.
+//!
+//! Stored procedures are closures over a [`Tx`] handle, run by a [`Worker`] (one per thread) to
+//! completion and retried on conflict. A [`Protocol`] decides what each column group's metadata is and
+//! how reads and commits work; the engine is generic over it. Protocols here: [`NoCc`] (no concurrency
+//! control, the overhead baseline) and [`Occ`] (Silo's optimistic concurrency control with per-group
+//! TIDs, epochs and phantom protection).
+
+mod commit;
+mod database;
+mod epoch;
+mod error;
+mod nocc;
+mod occ;
+mod protocol;
+mod record;
+mod state;
+mod stats;
+pub mod tid;
+mod tx;
+mod worker;
+
+pub use database::{Config, Database};
+pub use error::{Conflict, TxError, TxResult};
+pub use nocc::NoCc;
+pub use occ::Occ;
+pub use protocol::Protocol;
+pub use record::item;
+pub use state::{CommitCtx, TxState};
+pub use stats::{CONFLICT_KINDS, Stats, TypeStats};
+pub use tx::{RowWriter, Tx, columns};
+pub use worker::Worker;
+
+pub use phasedb_check::History;
+pub use phasedb_storage::{ColumnId, ColumnType, RowView, Schema, TableId, TableSpec};

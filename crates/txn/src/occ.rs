@@ -1,0 +1,89 @@
+use std::sync::atomic::{Ordering, fence};
+
+use phasedb_storage::{Guard, RecordLayout, RecordPtr};
+
+use crate::commit;
+use crate::database::Database;
+use crate::error::{Conflict, TxError, TxResult};
+use crate::protocol::Protocol;
+use crate::state::{CommitCtx, TxState, WriteKind};
+use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED};
+
+/// Spins a reader waits on a locked group before it aborts (a lock is held only while its writer
+/// commits, so a long wait means the writer was descheduled).
+const READ_SPIN_LIMIT: u32 = 2_000;
+
+/// Silo's optimistic concurrency control: reads copy a group and remember its TID word without
+/// writing shared memory; commit locks the write set in address order (no-wait), reads the epoch,
+/// validates reads, point misses and scans, then installs and unlocks with a TID chosen locally.
+pub struct Occ;
+
+impl Protocol for Occ {
+    const NAME: &'static str = "occ";
+    type Meta = TidWord;
+
+    fn new_meta(word: u64) -> TidWord {
+        TidWord::new(word)
+    }
+
+    #[inline]
+    fn word(meta: &TidWord) -> u64 {
+        meta.load()
+    }
+
+    #[inline]
+    fn read_group(rec: RecordPtr<TidWord>, layout: &RecordLayout, g: usize, first: usize, out: &mut [u64]) -> TxResult<u64> {
+        let meta = rec.meta(layout, g);
+        let mut spins = 0;
+        loop {
+            let before = meta.load();
+            if before & LOCK != 0 {
+                if before & UNLINKED != 0 || spins >= READ_SPIN_LIMIT {
+                    return Err(TxError::Conflict(Conflict::ReadLocked));
+                }
+                spins += 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            if before & ABSENT == 0 {
+                rec.copy_words(layout, first, out);
+            }
+            fence(Ordering::Acquire);
+            if meta.0.load(Ordering::Relaxed) == before {
+                return Ok(before);
+            }
+        }
+    }
+
+    fn commit(st: &mut TxState<TidWord>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()> {
+        let db = ctx.db;
+        let writes = st.writes.iter().any(|w| w.kind != WriteKind::Cancelled);
+        if writes {
+            let locked = commit::lock_inserts(st, db, ctx.guard).and_then(|()| commit::lock_writes(st, db));
+            if let Err(e) = locked {
+                commit::release(st, db);
+                return Err(e);
+            }
+        }
+        fence(Ordering::SeqCst);
+        let epoch = db.epoch.current();
+        let valid = commit::validate_reads(st, db)
+            .and_then(|()| commit::validate_misses(st, db, ctx.guard))
+            .and_then(|()| commit::validate_scans(st, db, ctx.guard));
+        if let Err(e) = valid {
+            commit::release(st, db);
+            return Err(e);
+        }
+        if writes {
+            let tid = commit::choose_tid(st, *ctx.last_tid, epoch);
+            commit::install(st, db, tid);
+            *ctx.last_tid = tid;
+            ctx.tid = tid;
+        }
+        Ok(())
+    }
+
+    fn after_attempt(st: &mut TxState<TidWord>, db: &Database<Self>, guard: &Guard) {
+        commit::unlink_deleted(db, st, guard);
+    }
+}

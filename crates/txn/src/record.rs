@@ -1,0 +1,53 @@
+//! Turns a committed transaction's sets into a history event for the checkers.
+
+use phasedb_check::{History, Item, ReadEvent, TxnEvent, WriteEvent, WriteKind as EventKind};
+use phasedb_storage::TableId;
+
+use crate::database::Database;
+use crate::protocol::Protocol;
+use crate::state::{TxState, WriteKind};
+use crate::tid::tid;
+
+/// The history item of column group `group` of row `key` in table `table`: each group is a register.
+pub fn item(table: TableId, group: u8, key: u64) -> Item {
+    Item { table: table * 16 + group as u32, key }
+}
+
+/// Appends the just-committed transaction (TID `version`) to `history`.
+pub(crate) fn record_commit<P: Protocol>(
+    _db: &Database<P>,
+    st: &TxState<P::Meta>,
+    version: u64,
+    worker: u32,
+    history: &mut History,
+) {
+    let mut ev = TxnEvent {
+        id: ((worker as u64 + 1) << 40) | history.txns.len() as u64,
+        worker,
+        reads: Vec::with_capacity(st.reads.len() + st.misses.len()),
+        writes: Vec::with_capacity(st.locks.len()),
+    };
+    for r in &st.reads {
+        ev.reads.push(ReadEvent { item: item(r.table, r.group, r.rec.key()), version: tid(r.observed) });
+    }
+    if std::env::var("PHASEDB_DEBUG_MISSES").is_ok() {
+        let misses: Vec<_> = st.misses.iter().map(|m| (m.key, m.version)).collect();
+        let w: Vec<_> = st.writes.iter().map(|w| (w.key, w.kind, w.rec.map(|r| r.addr()))).collect();
+        let r: Vec<_> = st.reads.iter().map(|r| (r.rec.key(), r.group, r.rec.addr())).collect();
+        eprintln!("DEBUG T{}: misses {misses:?} writes {w:?} reads {r:?}", ev.id);
+    }
+    for m in &st.misses {
+        ev.reads.push(ReadEvent { item: item(m.table, 0, m.key), version: m.version });
+    }
+    for l in &st.locks {
+        let w = &st.writes[l.write as usize];
+        let kind = match w.kind {
+            WriteKind::Update => EventKind::Update,
+            WriteKind::Insert => EventKind::Insert,
+            WriteKind::Delete => EventKind::Delete,
+            WriteKind::Cancelled => continue,
+        };
+        ev.writes.push(WriteEvent { item: item(w.table, l.group, w.key), version, prev: tid(l.prev), kind });
+    }
+    history.txns.push(ev);
+}

@@ -1,0 +1,155 @@
+//! The per-worker, reusable sets of a transaction: reads, buffered writes, point misses and scans.
+//! They are cleared, not freed, between attempts, so a worker in steady state allocates nothing.
+
+use std::ops::Range;
+
+use phasedb_storage::{Guard, RecordPtr, TableId};
+
+use crate::database::Database;
+use crate::protocol::Protocol;
+
+/// A column group read: the record, the group and the TID word observed.
+pub struct ReadEntry<M> {
+    pub table: TableId,
+    pub group: u8,
+    pub rec: RecordPtr<M>,
+    pub observed: u64,
+}
+
+/// What a buffered write does to its record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteKind {
+    /// Overwrite the columns in `columns`.
+    Update,
+    /// Create the row with the whole image.
+    Insert,
+    /// Remove the row.
+    Delete,
+    /// An insert later deleted by the same transaction: nothing to do.
+    Cancelled,
+}
+
+/// One buffered write per record; its new column values live in [`TxState::images`].
+pub struct WriteEntry<M> {
+    pub table: TableId,
+    pub key: u64,
+    /// The record, once known (inserts find or create theirs at commit).
+    pub rec: Option<RecordPtr<M>>,
+    pub kind: WriteKind,
+    /// Columns written, as a bit mask.
+    pub columns: u64,
+    /// Offset of the row image in [`TxState::images`].
+    pub image: usize,
+}
+
+/// A group locked at commit, with the word it held before (to restore on abort).
+pub struct LockEntry<M> {
+    pub rec: RecordPtr<M>,
+    pub group: u8,
+    /// Index of the write the lock serves.
+    pub write: u32,
+    pub prev: u64,
+    /// The record was created by this commit as a placeholder.
+    pub fresh: bool,
+    /// The lock is held (entries are listed before they are acquired, to sort them).
+    pub held: bool,
+}
+
+/// A point read that found no record; validated by looking the key up again.
+pub struct MissEntry {
+    pub table: TableId,
+    pub key: u64,
+    /// The key's version confirmed at validation (recorded only while recording histories).
+    pub version: u64,
+}
+
+/// A range scan: the key range examined and the records seen present, validated by scanning again
+/// (the equivalent of Silo's node-set validation for a lock-free ordered index).
+pub struct ScanEntry {
+    pub table: TableId,
+    pub lo: u64,
+    pub hi: u64,
+    pub seen: Range<usize>,
+}
+
+/// The reusable state of one transaction attempt.
+pub struct TxState<M> {
+    pub reads: Vec<ReadEntry<M>>,
+    pub writes: Vec<WriteEntry<M>>,
+    pub images: Vec<u64>,
+    /// A 64-bit Bloom filter over (table, key) of `writes`, to skip the search on most reads.
+    pub write_filter: u64,
+    pub misses: Vec<MissEntry>,
+    pub scans: Vec<ScanEntry>,
+    pub scan_seen: Vec<usize>,
+    pub pending_inserts: Vec<(u64, usize)>,
+    pub locks: Vec<LockEntry<M>>,
+    pub row: Vec<u64>,
+    pub unlink: Vec<(TableId, RecordPtr<M>, u64)>,
+}
+
+impl<M> TxState<M> {
+    /// Empty sets with a row buffer of `row_words` words.
+    pub fn new(row_words: usize) -> Self {
+        TxState {
+            reads: Vec::with_capacity(64),
+            writes: Vec::with_capacity(32),
+            images: Vec::with_capacity(1024),
+            write_filter: 0,
+            misses: Vec::new(),
+            scans: Vec::new(),
+            scan_seen: Vec::new(),
+            pending_inserts: Vec::new(),
+            locks: Vec::with_capacity(32),
+            row: vec![0; row_words.max(1)],
+            unlink: Vec::new(),
+        }
+    }
+
+    /// Clears the sets for the next attempt (keeping `unlink`, which the worker drains).
+    pub fn reset(&mut self) {
+        self.reads.clear();
+        self.writes.clear();
+        self.images.clear();
+        self.write_filter = 0;
+        self.misses.clear();
+        self.scans.clear();
+        self.scan_seen.clear();
+        self.locks.clear();
+    }
+
+    #[inline]
+    pub(crate) fn filter_bit(table: TableId, key: u64) -> u64 {
+        let h = (key ^ ((table as u64) << 56)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        1 << (h >> 58)
+    }
+
+    /// The buffered write of `(table, key)`, if any.
+    #[inline]
+    pub fn find_write(&self, table: TableId, key: u64) -> Option<usize> {
+        if self.write_filter & Self::filter_bit(table, key) == 0 {
+            return None;
+        }
+        self.writes.iter().position(|w| w.key == key && w.table == table)
+    }
+
+    /// Whether this attempt holds the lock on group `g` of `rec` (`locks` must be sorted).
+    pub fn holds_lock(&self, rec: RecordPtr<M>, g: u8) -> Option<&LockEntry<M>> {
+        let key = (rec.addr(), g);
+        self.locks
+            .binary_search_by(|l| (l.rec.addr(), l.group).cmp(&key))
+            .ok()
+            .map(|i| &self.locks[i])
+    }
+}
+
+/// What a protocol's commit needs besides the transaction's sets.
+pub struct CommitCtx<'a, P: Protocol> {
+    pub db: &'a Database<P>,
+    pub guard: &'a Guard,
+    pub worker: u32,
+    /// The worker's last TID, to keep its TIDs increasing.
+    pub last_tid: &'a mut u64,
+    /// Set by a successful commit: the TID chosen (0 for a read-only transaction).
+    pub tid: u64,
+}

@@ -1,0 +1,78 @@
+//! The TID word: one `u64` per column group holding a lock bit, status bits and the transaction id of
+//! the version installed last (Silo §4.2). TIDs embed the global epoch in their high bits, so workers
+//! choose them from local state without a shared counter.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Set while a committing writer holds the group.
+pub const LOCK: u64 = 1 << 63;
+/// The record does not exist (never committed, or deleted); its TID is the deleting version.
+pub const ABSENT: u64 = 1 << 62;
+/// The record is being unlinked from its indexes; it stays locked and must be looked up again.
+pub const UNLINKED: u64 = 1 << 61;
+/// Bits of the word that hold the TID.
+pub const TID_MASK: u64 = UNLINKED - 1;
+/// The epoch occupies the TID bits above this shift; the sequence within the epoch the bits below.
+pub const EPOCH_SHIFT: u32 = 32;
+
+/// The TID held by a word.
+#[inline]
+pub const fn tid(word: u64) -> u64 {
+    word & TID_MASK
+}
+
+/// The epoch a TID was chosen in.
+#[inline]
+pub const fn epoch_of(tid: u64) -> u64 {
+    tid >> EPOCH_SHIFT
+}
+
+/// One group's TID word.
+#[derive(Debug, Default)]
+#[repr(transparent)]
+pub struct TidWord(pub AtomicU64);
+
+impl TidWord {
+    /// A word holding `value`.
+    pub const fn new(value: u64) -> TidWord {
+        TidWord(AtomicU64::new(value))
+    }
+
+    /// The current word (acquire).
+    #[inline]
+    pub fn load(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Locks the word if it is unlocked and equals `expected`. No waiting.
+    #[inline]
+    pub fn try_lock(&self, expected: u64) -> bool {
+        expected & LOCK == 0
+            && self.0.compare_exchange(expected, expected | LOCK, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    }
+
+    /// Publishes `word` (normally unlocking) with release order, so readers that see it see the data.
+    #[inline]
+    pub fn publish(&self, word: u64) {
+        debug_assert!(self.0.load(Ordering::Relaxed) & LOCK != 0, "publish by the lock holder only");
+        if self.0.load(Ordering::Relaxed) & UNLINKED != 0 && std::env::var("PHASEDB_DEBUG_MISSES").is_ok() {
+            eprintln!("PUBLISH over unlinked {:x} -> {word:x}: {}", self.0.load(Ordering::Relaxed), std::backtrace::Backtrace::force_capture());
+        }
+        self.0.store(word, Ordering::Release);
+    }
+}
+
+impl TidWord {
+    /// Stores `word` with release order, for protocols without locks (no-CC).
+    #[inline]
+    pub fn store(&self, word: u64) {
+        self.0.store(word, Ordering::Release);
+    }
+
+    /// Marks a deleted, unlocked group (holding exactly `expected`) as being unlinked: locked for
+    /// good, so every reader or writer that still finds the record looks it up again.
+    #[inline]
+    pub fn retire(&self, expected: u64) -> bool {
+        self.0.compare_exchange(expected, expected | LOCK | UNLINKED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    }
+}

@@ -1,0 +1,381 @@
+use phasedb_storage::{ColumnId, Guard, RecordPtr, RowBuf, RowView, Schema, Table, TableId, merge_columns};
+
+use crate::database::Database;
+use crate::error::{TxError, TxResult};
+use crate::protocol::Protocol;
+use crate::state::{MissEntry, ReadEntry, ScanEntry, TxState, WriteEntry, WriteKind};
+use crate::tid::ABSENT;
+
+/// The handle a stored procedure uses to read and write: every access goes through it, so the protocol
+/// sees them all. Writes are buffered until commit; reads see the transaction's own writes.
+pub struct Tx<'w, 'db, P: Protocol> {
+    pub(crate) db: &'db Database<P>,
+    pub(crate) st: &'w mut TxState<P::Meta>,
+    pub(crate) guard: &'w Guard,
+}
+
+/// Bit mask of the given columns, for [`Tx::get_columns`] and [`Tx::scan`].
+pub fn columns(ids: &[ColumnId]) -> u64 {
+    ids.iter().fold(0, |m, &c| m | 1 << c)
+}
+
+/// Writes columns of a buffered row image and remembers which ones were written.
+pub struct RowWriter<'a> {
+    buf: RowBuf<'a>,
+    columns: &'a mut u64,
+}
+
+impl RowWriter<'_> {
+    /// Sets an unsigned integer column.
+    pub fn set_u64(&mut self, c: ColumnId, v: u64) {
+        self.buf.set_u64(c, v);
+        *self.columns |= 1 << c;
+    }
+
+    /// Sets a signed integer column.
+    pub fn set_i64(&mut self, c: ColumnId, v: i64) {
+        self.buf.set_i64(c, v);
+        *self.columns |= 1 << c;
+    }
+
+    /// Sets a floating-point column.
+    pub fn set_f64(&mut self, c: ColumnId, v: f64) {
+        self.buf.set_f64(c, v);
+        *self.columns |= 1 << c;
+    }
+
+    /// Sets a string column (cut to its width).
+    pub fn set_bytes(&mut self, c: ColumnId, v: &[u8]) {
+        self.buf.set_bytes(c, v);
+        *self.columns |= 1 << c;
+    }
+
+    /// The image as written so far (columns not written hold zeros or earlier writes).
+    pub fn view(&self) -> RowView<'_> {
+        self.buf.view()
+    }
+}
+
+impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
+    /// The schema of table `t`.
+    pub fn schema(&self, t: TableId) -> &'db Schema {
+        self.db.table(t).schema()
+    }
+
+    /// An error that aborts the transaction without retry: `return Err(tx.abort())`.
+    pub fn abort(&self) -> TxError {
+        TxError::UserAbort
+    }
+
+    #[inline]
+    fn table(&self, t: TableId) -> &'db Table<P::Meta> {
+        self.db.table(t)
+    }
+
+    /// Reads every column of the row `key` of table `t`; `None` if it does not exist.
+    #[inline]
+    pub fn get(&mut self, t: TableId, key: u64) -> TxResult<Option<RowView<'_>>> {
+        let all = self.table(t).schema().all_columns();
+        self.get_columns(t, key, all)
+    }
+
+    /// Reads the columns in `cols` (a mask, see [`columns`]) of row `key`; only their column groups are
+    /// registered, so writers of other groups do not conflict. Other columns of the view are undefined.
+    pub fn get_columns(&mut self, t: TableId, key: u64, cols: u64) -> TxResult<Option<RowView<'_>>> {
+        let table = self.table(t);
+        let schema = table.schema();
+        let own = self.st.find_write(t, key);
+        if let Some(w) = own {
+            let entry = &self.st.writes[w];
+            match entry.kind {
+                WriteKind::Delete | WriteKind::Cancelled => return Ok(None),
+                WriteKind::Insert => {
+                    let n = schema.row_words();
+                    let img = entry.image;
+                    self.st.row[..n].copy_from_slice(&self.st.images[img..img + n]);
+                    return Ok(Some(RowView::new(schema, &self.st.row)));
+                }
+                WriteKind::Update => {}
+            }
+        }
+        let Some(rec) = table.get(key, self.guard) else {
+            self.st.misses.push(MissEntry { table: t, key, version: 0 });
+            return Ok(None);
+        };
+        if !self.read_record(t, rec, schema.groups_of(cols))? {
+            return Ok(None);
+        }
+        if let Some(w) = own {
+            let entry = &self.st.writes[w];
+            let n = schema.row_words();
+            merge_columns(schema, entry.columns, &self.st.images[entry.image..entry.image + n], &mut self.st.row);
+        }
+        Ok(Some(RowView::new(schema, &self.st.row)))
+    }
+
+    /// Reads the groups in `groups` of `rec` into the row buffer and registers them; false if absent.
+    fn read_record(&mut self, t: TableId, rec: RecordPtr<P::Meta>, groups: u32) -> TxResult<bool> {
+        let table = self.table(t);
+        let layout = table.layout();
+        let mut m = groups;
+        while m != 0 {
+            let g = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let group = table.schema().groups()[g];
+            let out = &mut self.st.row[group.word..group.word + group.words];
+            let observed = P::read_group(rec, layout, g, group.word, out)?;
+            self.st.reads.push(ReadEntry { table: t, group: g as u8, rec, observed });
+            if observed & ABSENT != 0 {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Observes whether `rec` exists, registering the observation; used by writes that need the row.
+    fn exists(&mut self, t: TableId, rec: RecordPtr<P::Meta>) -> TxResult<bool> {
+        let layout = self.table(t).layout();
+        let observed = P::read_group(rec, layout, 0, 0, &mut [])?;
+        if observed & ABSENT != 0 {
+            self.st.reads.push(ReadEntry { table: t, group: 0, rec, observed });
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn push_write(&mut self, t: TableId, key: u64, rec: Option<RecordPtr<P::Meta>>, kind: WriteKind) -> usize {
+        let n = self.table(t).schema().row_words();
+        let image = self.st.images.len();
+        self.st.images.resize(image + n, 0);
+        self.st.writes.push(WriteEntry { table: t, key, rec, kind, columns: 0, image });
+        self.st.write_filter |= TxState::<P::Meta>::filter_bit(t, key);
+        self.st.writes.len() - 1
+    }
+
+    fn write_image(&mut self, t: TableId, w: usize, fill: impl FnOnce(&mut RowWriter<'_>)) {
+        let schema = self.db.table(t).schema();
+        let entry = &mut self.st.writes[w];
+        let n = schema.row_words();
+        let words = &mut self.st.images[entry.image..entry.image + n];
+        let mut writer = RowWriter { buf: RowBuf::new(schema, words), columns: &mut entry.columns };
+        fill(&mut writer);
+    }
+
+    /// Overwrites columns of row `key` with what `fill` sets; false (and no write) if the row does not
+    /// exist. Only the groups of the columns written are locked and versioned at commit.
+    pub fn update(&mut self, t: TableId, key: u64, fill: impl FnOnce(&mut RowWriter<'_>)) -> TxResult<bool> {
+        let w = match self.st.find_write(t, key) {
+            Some(w) => match self.st.writes[w].kind {
+                WriteKind::Delete | WriteKind::Cancelled => return Ok(false),
+                WriteKind::Update | WriteKind::Insert => w,
+            },
+            None => {
+                let Some(rec) = self.table(t).get(key, self.guard) else {
+                    self.st.misses.push(MissEntry { table: t, key, version: 0 });
+                    return Ok(false);
+                };
+                if !self.exists(t, rec)? {
+                    return Ok(false);
+                }
+                self.push_write(t, key, Some(rec), WriteKind::Update)
+            }
+        };
+        self.write_image(t, w, fill);
+        Ok(true)
+    }
+
+    /// Inserts row `key` with the columns `fill` sets (others zero). Fails with
+    /// [`TxError::DuplicateKey`] if the row exists.
+    pub fn insert(&mut self, t: TableId, key: u64, fill: impl FnOnce(&mut RowWriter<'_>)) -> TxResult<()> {
+        let w = match self.st.find_write(t, key) {
+            Some(w) => match self.st.writes[w].kind {
+                WriteKind::Delete => {
+                    let all = self.table(t).schema().all_columns();
+                    let entry = &mut self.st.writes[w];
+                    entry.kind = WriteKind::Update;
+                    entry.columns = all;
+                    w
+                }
+                WriteKind::Cancelled => {
+                    self.st.writes[w].kind = WriteKind::Insert;
+                    w
+                }
+                WriteKind::Update | WriteKind::Insert => return Err(TxError::DuplicateKey { table: t, key }),
+            },
+            None => {
+                let rec = self.table(t).get(key, self.guard);
+                if let Some(rec) = rec {
+                    let layout = self.table(t).layout();
+                    let observed = P::read_group(rec, layout, 0, 0, &mut [])?;
+                    if observed & ABSENT == 0 {
+                        self.st.reads.push(ReadEntry { table: t, group: 0, rec, observed });
+                        return Err(TxError::DuplicateKey { table: t, key });
+                    }
+                }
+                self.push_write(t, key, rec, WriteKind::Insert)
+            }
+        };
+        let n = self.table(t).schema().row_words();
+        let img = self.st.writes[w].image;
+        if self.st.writes[w].kind == WriteKind::Insert {
+            self.st.images[img..img + n].fill(0);
+        }
+        self.write_image(t, w, fill);
+        if self.st.writes[w].kind == WriteKind::Insert {
+            self.st.writes[w].columns = self.table(t).schema().all_columns();
+        }
+        Ok(())
+    }
+
+    /// Deletes row `key`; false if it does not exist.
+    pub fn delete(&mut self, t: TableId, key: u64) -> TxResult<bool> {
+        match self.st.find_write(t, key) {
+            Some(w) => {
+                let entry = &mut self.st.writes[w];
+                match entry.kind {
+                    WriteKind::Delete | WriteKind::Cancelled => Ok(false),
+                    WriteKind::Insert => {
+                        entry.kind = WriteKind::Cancelled;
+                        Ok(true)
+                    }
+                    WriteKind::Update => {
+                        entry.kind = WriteKind::Delete;
+                        Ok(true)
+                    }
+                }
+            }
+            None => {
+                let Some(rec) = self.table(t).get(key, self.guard) else {
+                    self.st.misses.push(MissEntry { table: t, key, version: 0 });
+                    return Ok(false);
+                };
+                if !self.exists(t, rec)? {
+                    return Ok(false);
+                }
+                self.push_write(t, key, Some(rec), WriteKind::Delete);
+                Ok(true)
+            }
+        }
+    }
+
+    /// Visits rows with keys in `lo..=hi` in key order, at most `limit` of them, reading the columns in
+    /// `cols`; `visit(key, row)` returns false to stop early. Sees the transaction's own inserts, updates
+    /// and deletes. Concurrent inserts into the range are caught at commit (phantom protection).
+    /// Returns the number of rows visited.
+    pub fn scan(
+        &mut self,
+        t: TableId,
+        lo: u64,
+        hi: u64,
+        limit: usize,
+        cols: u64,
+        mut visit: impl FnMut(u64, RowView<'_>) -> bool,
+    ) -> TxResult<usize> {
+        let table = self.table(t);
+        if !table.is_ordered() {
+            return Err(TxError::Invalid("scan on a table without an ordered index"));
+        }
+        let schema = table.schema();
+        let groups = schema.groups_of(cols);
+        let n = schema.row_words();
+        // The transaction's own pending inserts in the range, in key order.
+        let mut pending = std::mem::take(&mut self.st.pending_inserts);
+        pending.clear();
+        for (i, w) in self.st.writes.iter().enumerate() {
+            if w.table == t && w.kind == WriteKind::Insert && (lo..=hi).contains(&w.key) {
+                pending.push((w.key, i));
+            }
+        }
+        pending.sort_unstable();
+        let seen_start = self.st.scan_seen.len();
+        let mut cursor = PendingCursor { pending: &pending, next: 0, visited: 0, limit };
+        let mut last_examined = None;
+        let mut stopped = false;
+        let mut failure = None;
+        let db = self.db;
+        let guard = self.guard;
+        let st = &mut *self.st;
+        table.scan(lo, hi, guard, |rec| {
+            let key = rec.key();
+            if !cursor.emit_below(Some(key), st, schema, &mut visit) || cursor.visited >= limit {
+                stopped = true;
+                return false;
+            }
+            last_examined = Some(key);
+            match (Tx { db, st: &mut *st, guard }).read_record(t, rec, groups) {
+                Err(e) => {
+                    failure = Some(e);
+                    return false;
+                }
+                Ok(false) => return true,
+                Ok(true) => {}
+            }
+            st.scan_seen.push(rec.addr());
+            if let Some(w) = st.find_write(t, key) {
+                let entry = &st.writes[w];
+                if matches!(entry.kind, WriteKind::Delete | WriteKind::Cancelled) {
+                    return true;
+                }
+                merge_columns(schema, entry.columns, &st.images[entry.image..entry.image + n], &mut st.row);
+            }
+            cursor.visited += 1;
+            if !visit(key, RowView::new(schema, &st.row)) {
+                stopped = true;
+                return false;
+            }
+            true
+        });
+        if let Some(e) = failure {
+            self.st.pending_inserts = pending;
+            return Err(e);
+        }
+        if !stopped {
+            cursor.emit_below(None, st, schema, &mut visit);
+        }
+        let visited = cursor.visited;
+        let checked_to = if stopped { last_examined } else { Some(hi) };
+        let seen = seen_start..self.st.scan_seen.len();
+        if let Some(hi) = checked_to {
+            self.st.scans.push(ScanEntry { table: t, lo, hi, seen });
+        }
+        self.st.pending_inserts = pending;
+        Ok(visited)
+    }
+}
+
+/// Walks a scan's pending own inserts in key order, merging them with the rows of the index.
+struct PendingCursor<'p> {
+    pending: &'p [(u64, usize)],
+    next: usize,
+    visited: usize,
+    limit: usize,
+}
+
+impl PendingCursor<'_> {
+    /// Visits pending inserts with keys below `bound` (all if `None`); false once the scan must stop.
+    fn emit_below<M>(
+        &mut self,
+        bound: Option<u64>,
+        st: &mut TxState<M>,
+        schema: &Schema,
+        visit: &mut impl FnMut(u64, RowView<'_>) -> bool,
+    ) -> bool {
+        let n = schema.row_words();
+        while let Some(&(key, w)) = self.pending.get(self.next) {
+            if bound.is_some_and(|b| key >= b) {
+                break;
+            }
+            if self.visited >= self.limit {
+                return false;
+            }
+            self.next += 1;
+            let img = st.writes[w].image;
+            st.row[..n].copy_from_slice(&st.images[img..img + n]);
+            self.visited += 1;
+            if !visit(key, RowView::new(schema, &st.row)) {
+                return false;
+            }
+        }
+        true
+    }
+}

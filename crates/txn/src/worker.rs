@@ -1,0 +1,169 @@
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crossbeam_utils::CachePadded;
+use phasedb_check::History;
+
+use crate::database::Database;
+use crate::error::{TxError, TxResult};
+use crate::protocol::Protocol;
+use crate::state::{CommitCtx, TxState};
+use crate::stats::Stats;
+use crate::tx::Tx;
+
+/// A per-thread context that runs transactions: its reusable transaction sets, its TID state,
+/// statistics and (when recording) its history. Create one per thread with [`Database::worker`].
+pub struct Worker<'db, P: Protocol> {
+    db: &'db Database<P>,
+    id: u32,
+    state: TxState<P::Meta>,
+    last_tid: u64,
+    rng: u64,
+    stats: Stats,
+    progress: Arc<CachePadded<AtomicU64>>,
+    pub(crate) history: Option<History>,
+}
+
+impl<'db, P: Protocol> Worker<'db, P> {
+    pub(crate) fn new(db: &'db Database<P>, id: u32) -> Self {
+        Worker {
+            db,
+            id,
+            state: TxState::new(db.max_row_words()),
+            last_tid: 0,
+            rng: 0x2545_f491_4f6c_dd1d ^ ((id as u64 + 1) << 17),
+            stats: Stats::default(),
+            progress: Arc::new(CachePadded::new(AtomicU64::new(0))),
+            history: db.config.record_history.then(History::default),
+        }
+    }
+
+    /// The worker's id, unique within its database.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The database.
+    pub fn database(&self) -> &'db Database<P> {
+        self.db
+    }
+
+    /// Statistics since creation or the last reset.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Mutable statistics (to reset them after a warm-up).
+    pub fn stats_mut(&mut self) -> &mut Stats {
+        &mut self.stats
+    }
+
+    /// A counter of committed transactions that another thread may read while the worker runs.
+    pub fn progress(&self) -> Arc<CachePadded<AtomicU64>> {
+        self.progress.clone()
+    }
+
+    /// Runs `procedure` as one transaction of type `ty` (an index for statistics). A conflict aborts
+    /// the attempt, waits a randomised exponential backoff and runs the procedure again; any other
+    /// error (including a panic in the procedure) is returned with nothing written.
+    pub fn execute<R>(
+        &mut self,
+        ty: usize,
+        mut procedure: impl FnMut(&mut Tx<'_, 'db, P>) -> TxResult<R>,
+    ) -> TxResult<R> {
+        let start = Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            let guard = phasedb_storage::pin();
+            self.state.reset();
+            let db = self.db;
+            let outcome = {
+                let st = &mut self.state;
+                let run = catch_unwind(AssertUnwindSafe(|| procedure(&mut Tx { db, st, guard: &guard })));
+                match run {
+                    Ok(Ok(value)) => {
+                        let mut ctx =
+                            CommitCtx { db, guard: &guard, worker: self.id, last_tid: &mut self.last_tid, tid: 0 };
+                        let committed = P::commit(&mut self.state, &mut ctx);
+                        let tid = ctx.tid;
+                        committed.map(|()| (value, tid))
+                    }
+                    Ok(Err(e)) => Err(e),
+                    Err(panic) => Err(TxError::Panicked(panic_message(&*panic))),
+                }
+            };
+            match outcome {
+                Ok((value, tid)) => {
+                    if let Some(h) = &mut self.history {
+                        crate::record::record_commit(db, &self.state, tid, self.id, h);
+                    }
+                    P::after_attempt(&mut self.state, db, &guard);
+                    let s = self.stats.of_type(ty);
+                    s.committed += 1;
+                    let _ = s.latency_ns.record(start.elapsed().as_nanos() as u64);
+                    self.progress.store(self.progress.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                    return Ok(value);
+                }
+                Err(TxError::Conflict(c)) => {
+                    P::after_attempt(&mut self.state, db, &guard);
+                    drop(guard);
+                    self.stats.of_type(ty).count_conflict(c);
+                    attempt += 1;
+                    if self.db.config.max_retries.is_some_and(|m| attempt >= m) {
+                        self.stats.of_type(ty).failures += 1;
+                        return Err(TxError::TooManyRetries(attempt));
+                    }
+                    self.backoff(attempt);
+                }
+                Err(e) => {
+                    let s = self.stats.of_type(ty);
+                    if e == TxError::UserAbort {
+                        s.user_aborts += 1;
+                    } else {
+                        s.failures += 1;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    fn backoff(&mut self, attempt: u32) {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let cap = (1u64 << attempt.min(20)).min(self.db.config.max_backoff_spins as u64);
+        let spins = self.rng % cap.max(1);
+        for _ in 0..spins {
+            std::hint::spin_loop();
+        }
+        if attempt > 8 {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Takes the history recorded so far (empty unless the database records).
+    pub fn take_history(&mut self) -> History {
+        self.history.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+}
+
+impl<P: Protocol> Drop for Worker<'_, P> {
+    fn drop(&mut self) {
+        if let Some(h) = self.history.take() {
+            self.db.deposit_history(h);
+        }
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
