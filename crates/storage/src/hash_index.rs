@@ -142,16 +142,24 @@ impl HashIndex {
         result
     }
 
-    /// Removes `key` if it maps to `value`, running `also` under the same shard lock; returns whether it
-    /// did.
-    pub fn remove(&self, key: u64, value: usize, _guard: &Guard, also: impl FnOnce()) -> bool {
+    /// Removes `key` if it maps to `value` and `decide()` (run under the shard lock, while the mapping
+    /// is known to hold) agrees; `also` runs under the same lock after the removal. Returns whether it
+    /// removed.
+    pub fn remove_if(
+        &self,
+        key: u64,
+        value: usize,
+        _guard: &Guard,
+        decide: impl FnOnce() -> bool,
+        also: impl FnOnce(),
+    ) -> bool {
         let h = hash(key);
         let shard = self.shard(h);
         let mut counts = shard.writer.lock();
         // SAFETY: under the shard lock the slot array cannot be replaced.
         let slots = unsafe { &*shard.slots.load(Ordering::Acquire) };
         match slots.find(key, h) {
-            Some(slot) if slot.value.load(Ordering::Relaxed) == value => {
+            Some(slot) if slot.value.load(Ordering::Relaxed) == value && decide() => {
                 slot.value.store(TOMBSTONE, Ordering::Release);
                 counts.live -= 1;
                 also();
@@ -246,7 +254,7 @@ mod tests {
             });
             model.insert(k, v);
             if i % 3 == 0 {
-                assert!(idx.remove(k, v, &guard, || ()));
+                assert!(idx.remove_if(k, v, &guard, || true, || ()));
                 model.remove(&k);
             }
         }

@@ -127,17 +127,27 @@ impl<M: Send + Sync> Table<M> {
         })
     }
 
-    /// Unlinks `rec` from the indexes (if it is still linked under its key) and frees it once every
-    /// guard pinned before now is dropped. The caller ensures nobody relinks or writes the record.
-    pub fn unlink(&self, rec: RecordPtr<M>, guard: &Guard) -> bool {
-        let key = rec.key();
-        let removed = self.hash.remove(key, rec.addr(), guard, || {
+    /// Unlinks the record at address `addr` from the indexes if `key` still maps to it and `decide(rec)`
+    /// agrees. `decide` runs under the index shard lock while the record is known to be linked (hence
+    /// alive), so the caller may hold only the key and address. The record is freed once every guard
+    /// pinned before now is dropped.
+    pub fn unlink_if(
+        &self,
+        key: u64,
+        addr: usize,
+        guard: &Guard,
+        decide: impl FnOnce(RecordPtr<M>) -> bool,
+    ) -> bool {
+        // SAFETY: `decide` is called only while the index maps `key` to `addr`, so the record is linked.
+        let rec = || unsafe { RecordPtr::from_addr(addr) };
+        let removed = self.hash.remove_if(key, addr, guard, || decide(rec()), || {
             if let Some(ordered) = &self.ordered {
-                ordered.remove(key, rec.addr());
+                ordered.remove(key, addr);
             }
         });
         if removed {
             let layout = self.layout;
+            let rec = rec();
             // SAFETY: the record is unreachable from the indexes; guards pinned earlier may still read
             // it, and the deferred free runs only after they are all dropped.
             unsafe { guard.defer_unchecked(move || rec.free(&layout)) };
@@ -219,8 +229,9 @@ mod tests {
             true
         });
         assert_eq!(keys, vec![3, 5, 9]);
-        assert!(t.unlink(r, &guard));
-        assert!(!t.unlink(r, &guard));
+        assert!(!t.unlink_if(9, r.addr(), &guard, |_| false));
+        assert!(t.unlink_if(9, r.addr(), &guard, |x| x == r));
+        assert!(!t.unlink_if(9, r.addr(), &guard, |_| true));
         assert!(t.get(9, &guard).is_none());
         keys.clear();
         t.scan(0, u64::MAX, &guard, |r| {

@@ -9,7 +9,7 @@ use phasedb_storage::{Guard, InsertOutcome};
 use crate::database::Database;
 use crate::error::{Conflict, TxError, TxResult};
 use crate::protocol::Protocol;
-use crate::state::{LockEntry, TxState, WriteKind};
+use crate::state::{LockEntry, TxState, Unlink, WriteKind};
 use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED, tid};
 
 fn conflict<T>(c: Conflict) -> TxResult<T> {
@@ -46,9 +46,6 @@ pub(crate) fn lock_inserts<P: Protocol<Meta = TidWord>>(
         };
         match table.insert_with(key, guard, placeholder, None) {
             InsertOutcome::Inserted(rec) => {
-                if std::env::var("PHASEDB_DEBUG_MISSES").is_ok() {
-                    eprintln!("FRESH key {key} {rec:?} initial {initial:x}");
-                }
                 st.writes[w].rec = Some(rec);
                 for g in 0..groups {
                     st.locks.push(LockEntry { rec, group: g as u8, write: w as u32, prev: initial, fresh: true, held: true });
@@ -130,7 +127,8 @@ pub(crate) fn release<P: Protocol<Meta = TidWord>>(st: &mut TxState<TidWord>, db
         l.rec.meta(db.table(t).layout(), l.group as usize).publish(l.prev);
         l.held = false;
         if l.fresh && l.group == 0 {
-            st.unlink.push((t, l.rec, l.prev));
+            let key = st.writes[l.write as usize].key;
+            st.unlink.push(Unlink { table: t, key, addr: l.rec.addr(), word: l.prev, stamp: 0 });
         }
     }
 }
@@ -145,22 +143,14 @@ pub(crate) fn validate_reads<P: Protocol<Meta = TidWord>>(st: &TxState<TidWord>,
         if word & LOCK != 0 && st.holds_lock(r.rec, r.group).is_none() {
             return conflict(Conflict::Validation);
         }
-        if std::env::var("PHASEDB_DEBUG_MISSES").is_ok() {
-            let g = phasedb_storage::pin();
-            let linked = db.table(r.table).get(r.rec.key(), &g);
-            if linked != Some(r.rec) {
-                let mut found = vec![];
-                db.table(r.table).for_each(&g, |x| if x == r.rec || x.key() == r.rec.key() { found.push((x, x.key())) });
-                let words: Vec<String> = (0..db.table(r.table).schema().groups().len()).map(|g| format!("{:x}", r.rec.meta(db.table(r.table).layout(), g).load())).collect();
-                eprintln!("STALE key {} rec {:?} group {} words {words:?} observed {:x} linked {linked:?} in-index {found:?}", r.rec.key(), r.rec, r.group, r.observed);
-            }
-        }
     }
     Ok(())
 }
 
-/// Whether keys read as missing are still missing (or are being inserted by this transaction).
-/// While recording, notes the version of absence each miss confirms.
+/// Whether keys read as missing are still missing: any record now linked under such a key, other than
+/// this transaction's own new placeholder, was linked after the miss (tombstones stay linked while a
+/// transaction that could have missed them runs, see [`crate::activity`]). While recording, notes the
+/// version of absence each miss confirms.
 pub(crate) fn validate_misses<P: Protocol<Meta = TidWord>>(
     st: &mut TxState<TidWord>,
     db: &Database<P>,
@@ -171,17 +161,10 @@ pub(crate) fn validate_misses<P: Protocol<Meta = TidWord>>(
         let table = db.table(t);
         let version = match table.get(key, guard) {
             None => None,
-            Some(rec) => {
-                let word = rec.meta(table.layout(), 0).load();
-                match st.holds_lock(rec, 0) {
-                    // Our own insert's placeholder: the key was absent at the version we locked.
-                    Some(l) if word & LOCK != 0 && st.writes[l.write as usize].kind == WriteKind::Insert => {
-                        Some(tid(l.prev))
-                    }
-                    _ if word & (LOCK | ABSENT) == ABSENT => Some(tid(word)),
-                    _ => return conflict(Conflict::Phantom),
-                }
-            }
+            Some(rec) => match st.holds_lock(rec, 0) {
+                Some(l) if l.fresh => Some(tid(l.prev)),
+                _ => return conflict(Conflict::Phantom),
+            },
         };
         if db.config.record_history {
             st.misses[i].version = version.unwrap_or_else(|| placeholder_word(db, t, key) & !ABSENT);
@@ -190,8 +173,10 @@ pub(crate) fn validate_misses<P: Protocol<Meta = TidWord>>(
     Ok(())
 }
 
-/// Scans every range again and checks it holds the same present records (Silo's node-set check,
-/// done by re-scanning because the ordered index has no versioned nodes).
+/// Scans every range again and checks it holds the same records, present or not, as when it was
+/// scanned, apart from this transaction's own new placeholders (Silo's node-set check, done by
+/// re-scanning because the ordered index has no versioned nodes). Changes to the records themselves are
+/// caught by read validation.
 pub(crate) fn validate_scans<P: Protocol<Meta = TidWord>>(
     st: &TxState<TidWord>,
     db: &Database<P>,
@@ -203,26 +188,21 @@ pub(crate) fn validate_scans<P: Protocol<Meta = TidWord>>(
         let mut next = 0;
         let mut ok = true;
         table.scan(s.lo, s.hi, guard, |rec| {
-            let word = rec.meta(table.layout(), 0).load();
-            let present = if word & LOCK != 0 {
+            if rec.meta(table.layout(), 0).load() & LOCK != 0 {
                 match st.holds_lock(rec, 0) {
-                    Some(l) if st.writes[l.write as usize].kind == WriteKind::Insert => false,
-                    Some(l) => l.prev & ABSENT == 0,
+                    Some(l) if l.fresh => return true,
+                    Some(_) => {}
                     None => {
                         ok = false;
                         return false;
                     }
                 }
-            } else {
-                word & ABSENT == 0
-            };
-            if present {
-                if seen.get(next) != Some(&rec.addr()) {
-                    ok = false;
-                    return false;
-                }
-                next += 1;
             }
+            if seen.get(next) != Some(&rec.addr()) {
+                ok = false;
+                return false;
+            }
+            next += 1;
             true
         });
         if !ok || next != seen.len() {
@@ -249,7 +229,7 @@ pub(crate) fn install<P: Protocol<Meta = TidWord>>(st: &mut TxState<TidWord>, db
         l.rec.meta(db.table(w.table).layout(), l.group as usize).publish(word);
         l.held = false;
         if w.kind == WriteKind::Delete && l.group == 0 {
-            st.unlink.push((w.table, l.rec, word));
+            st.unlink.push(Unlink { table: w.table, key: w.key, addr: l.rec.addr(), word, stamp: 1 });
         }
     }
 }
@@ -267,25 +247,49 @@ pub(crate) fn choose_tid(st: &TxState<TidWord>, last_tid: u64, epoch: u64) -> u6
     (max + 1).max(epoch << crate::tid::EPOCH_SHIFT)
 }
 
-/// Unlinks the records this worker deleted (or left as aborted placeholders), unless someone reused
-/// them meanwhile; their memory is freed by the epoch-based reclaimer.
-pub(crate) fn unlink_deleted<P: Protocol<Meta = TidWord>>(db: &Database<P>, st: &mut TxState<TidWord>, guard: &Guard) {
-    while let Some((t, rec, word)) = st.unlink.pop() {
-        let table = db.table(t);
-        let groups = table.schema().groups().len();
-        let retired = (0..groups).take_while(|&g| rec.meta(table.layout(), g).retire(word)).count();
-        if retired < groups {
-            for g in 0..retired {
-                rec.meta(table.layout(), g).publish(word);
-            }
-            continue;
-        }
-        if db.config.record_history {
-            db.graveyard.lock().insert((t, rec.key()), tid(word));
-        }
-        let ok = table.unlink(rec, guard);
-        if std::env::var("PHASEDB_DEBUG_MISSES").is_ok() {
-            eprintln!("UNLINK key {} {rec:?} word {word:x} ok {ok}", rec.key());
+/// Unlinks what the last attempt left behind: aborted placeholders at once, deleted records once no
+/// transaction that ran while they were deleted is left. A record is unlinked only if it still holds
+/// the word it was left with (nobody reused it meanwhile); it is first retired, so that anyone still
+/// holding it looks the key up again. Run while the worker's own transaction is not running.
+pub(crate) fn reclaim<P: Protocol<Meta = TidWord>>(db: &Database<P>, st: &mut TxState<TidWord>) {
+    db.take_orphans(&mut st.limbo);
+    if st.unlink.is_empty() && st.limbo.is_empty() {
+        return;
+    }
+    let guard = phasedb_storage::pin();
+    let now = db.epoch.current();
+    for mut u in st.unlink.drain(..) {
+        if u.stamp == 0 {
+            unlink(db, u, &guard);
+        } else {
+            u.stamp = now;
+            st.limbo.push_back(u);
         }
     }
+    if st.limbo.front().is_some_and(|u| u.stamp < now) {
+        let oldest = db.activity.oldest();
+        while st.limbo.front().is_some_and(|u| u.stamp < oldest) {
+            let u = st.limbo.pop_front().expect("front exists");
+            unlink(db, u, &guard);
+        }
+    }
+}
+
+fn unlink<P: Protocol<Meta = TidWord>>(db: &Database<P>, u: Unlink, guard: &Guard) {
+    let table = db.table(u.table);
+    let layout = table.layout();
+    let groups = table.schema().groups().len();
+    table.unlink_if(u.key, u.addr, guard, |rec| {
+        let retired = (0..groups).take_while(|&g| rec.meta(layout, g).retire(u.word)).count();
+        if retired < groups {
+            for g in 0..retired {
+                rec.meta(layout, g).publish(u.word);
+            }
+            return false;
+        }
+        if db.config.record_history {
+            db.graveyard.lock().insert((u.table, u.key), tid(u.word));
+        }
+        true
+    });
 }

@@ -1,16 +1,21 @@
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use phasedb_check::History;
 use phasedb_storage::{InsertOutcome, RowBuf, Table, TableId, TableSpec};
 
+use crate::activity::Activity;
 use crate::epoch::EpochClock;
+use crate::state::Unlink;
 use crate::error::{TxError, TxResult};
 use crate::protocol::Protocol;
 use crate::tx::Tx;
 use crate::worker::Worker;
+
+/// Most workers alive at once on one database.
+pub const MAX_WORKERS: usize = 1024;
 
 /// Settings of an embedded database.
 #[derive(Clone, Debug)]
@@ -68,6 +73,10 @@ pub struct Database<P: Protocol> {
     /// key continues the key's version chain.
     pub(crate) graveyard: Mutex<HashMap<(TableId, u64), u64>>,
     histories: Mutex<Vec<History>>,
+    pub(crate) activity: Activity,
+    /// Deleted records left waiting by workers that were dropped; the next reclaiming worker adopts them.
+    orphans: Mutex<VecDeque<Unlink>>,
+    has_orphans: AtomicBool,
 }
 
 impl<P: Protocol> Database<P> {
@@ -80,6 +89,9 @@ impl<P: Protocol> Database<P> {
             next_worker: AtomicU32::new(0),
             graveyard: Mutex::new(HashMap::new()),
             histories: Mutex::new(Vec::new()),
+            activity: Activity::new(MAX_WORKERS),
+            orphans: Mutex::new(VecDeque::new()),
+            has_orphans: AtomicBool::new(false),
         }
     }
 
@@ -161,6 +173,23 @@ impl<P: Protocol> Database<P> {
     /// Approximate bytes held by all tables.
     pub fn memory_bytes(&self) -> usize {
         self.tables.iter().map(|t| t.memory_bytes()).sum()
+    }
+
+    /// Takes over the waiting unlinks of a worker that goes away.
+    pub(crate) fn adopt_limbo(&self, limbo: &mut VecDeque<Unlink>) {
+        if !limbo.is_empty() {
+            self.orphans.lock().extend(limbo.drain(..));
+            self.has_orphans.store(true, Ordering::Release);
+        }
+    }
+
+    /// Moves waiting unlinks of dropped workers into `limbo`.
+    pub(crate) fn take_orphans(&self, limbo: &mut VecDeque<Unlink>) {
+        if self.has_orphans.load(Ordering::Acquire) {
+            let mut orphans = self.orphans.lock();
+            limbo.extend(orphans.drain(..));
+            self.has_orphans.store(false, Ordering::Release);
+        }
     }
 
     pub(crate) fn max_row_words(&self) -> usize {

@@ -6,6 +6,7 @@
 //! control, the overhead baseline) and [`Occ`] (Silo's optimistic concurrency control with per-group
 //! TIDs, epochs and phantom protection).
 
+mod activity;
 mod commit;
 mod database;
 mod epoch;
@@ -20,7 +21,7 @@ pub mod tid;
 mod tx;
 mod worker;
 
-pub use database::{Config, Database};
+pub use database::{Config, Database, MAX_WORKERS};
 pub use error::{Conflict, TxError, TxResult};
 pub use nocc::NoCc;
 pub use occ::Occ;

@@ -1,4 +1,4 @@
-use phasedb_storage::{Guard, InsertOutcome, RecordLayout, RecordPtr};
+use phasedb_storage::{InsertOutcome, RecordLayout, RecordPtr};
 
 use crate::commit::placeholder_word;
 use crate::database::Database;
@@ -80,5 +80,5 @@ impl Protocol for NoCc {
         Ok(())
     }
 
-    fn after_attempt(_st: &mut TxState<TidWord>, _db: &Database<Self>, _guard: &Guard) {}
+    fn reclaim(_st: &mut TxState<TidWord>, _db: &Database<Self>) {}
 }

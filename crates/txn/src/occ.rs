@@ -1,6 +1,6 @@
 use std::sync::atomic::{Ordering, fence};
 
-use phasedb_storage::{Guard, RecordLayout, RecordPtr};
+use phasedb_storage::{RecordLayout, RecordPtr};
 
 use crate::commit;
 use crate::database::Database;
@@ -83,7 +83,7 @@ impl Protocol for Occ {
         Ok(())
     }
 
-    fn after_attempt(st: &mut TxState<TidWord>, db: &Database<Self>, guard: &Guard) {
-        commit::unlink_deleted(db, st, guard);
+    fn reclaim(st: &mut TxState<TidWord>, db: &Database<Self>) {
+        commit::reclaim(db, st);
     }
 }

@@ -1,4 +1,4 @@
-use phasedb_storage::{Guard, RecordLayout, RecordPtr};
+use phasedb_storage::{RecordLayout, RecordPtr};
 
 use crate::database::Database;
 
@@ -29,7 +29,7 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     /// (leaving no lock held and nothing installed).
     fn commit(tx: &mut TxState<Self::Meta>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()>;
 
-    /// Work after a commit or an abort, outside the transaction: unlinking records it deleted or
+    /// Work after an attempt, while the worker runs no transaction: unlinking records it deleted or
     /// placeholders it left behind.
-    fn after_attempt(tx: &mut TxState<Self::Meta>, db: &Database<Self>, guard: &Guard);
+    fn reclaim(tx: &mut TxState<Self::Meta>, db: &Database<Self>);
 }

@@ -30,12 +30,6 @@ pub(crate) fn record_commit<P: Protocol>(
     for r in &st.reads {
         ev.reads.push(ReadEvent { item: item(r.table, r.group, r.rec.key()), version: tid(r.observed) });
     }
-    if std::env::var("PHASEDB_DEBUG_MISSES").is_ok() {
-        let misses: Vec<_> = st.misses.iter().map(|m| (m.key, m.version)).collect();
-        let w: Vec<_> = st.writes.iter().map(|w| (w.key, w.kind, w.rec.map(|r| r.addr()))).collect();
-        let r: Vec<_> = st.reads.iter().map(|r| (r.rec.key(), r.group, r.rec.addr())).collect();
-        eprintln!("DEBUG T{}: misses {misses:?} writes {w:?} reads {r:?}", ev.id);
-    }
     for m in &st.misses {
         ev.reads.push(ReadEvent { item: item(m.table, 0, m.key), version: m.version });
     }

@@ -85,7 +85,23 @@ pub struct TxState<M> {
     pub pending_inserts: Vec<(u64, usize)>,
     pub locks: Vec<LockEntry<M>>,
     pub row: Vec<u64>,
-    pub unlink: Vec<(TableId, RecordPtr<M>, u64)>,
+    /// Records to unlink after the attempt: placeholders of aborted inserts (at once) and records
+    /// this commit deleted (once no transaction that ran during the delete is left).
+    pub unlink: Vec<Unlink>,
+    /// Deleted records waiting for their grace period, oldest first.
+    pub limbo: std::collections::VecDeque<Unlink>,
+}
+
+/// A record to unlink: by key and address, since it may be gone by then, with the word it must still
+/// hold and the epoch after which no transaction that could have seen it linked is running.
+#[derive(Clone, Copy, Debug)]
+pub struct Unlink {
+    pub table: TableId,
+    pub key: u64,
+    pub addr: usize,
+    pub word: u64,
+    /// 0 for a placeholder that may go at once.
+    pub stamp: u64,
 }
 
 impl<M> TxState<M> {
@@ -103,10 +119,11 @@ impl<M> TxState<M> {
             locks: Vec::with_capacity(32),
             row: vec![0; row_words.max(1)],
             unlink: Vec::new(),
+            limbo: std::collections::VecDeque::new(),
         }
     }
 
-    /// Clears the sets for the next attempt (keeping `unlink`, which the worker drains).
+    /// Clears the sets for the next attempt (keeping `unlink` and `limbo`, which the worker drains).
     pub fn reset(&mut self) {
         self.reads.clear();
         self.writes.clear();

@@ -55,9 +55,6 @@ impl TidWord {
     #[inline]
     pub fn publish(&self, word: u64) {
         debug_assert!(self.0.load(Ordering::Relaxed) & LOCK != 0, "publish by the lock holder only");
-        if self.0.load(Ordering::Relaxed) & UNLINKED != 0 && std::env::var("PHASEDB_DEBUG_MISSES").is_ok() {
-            eprintln!("PUBLISH over unlinked {:x} -> {word:x}: {}", self.0.load(Ordering::Relaxed), std::backtrace::Backtrace::force_capture());
-        }
         self.0.store(word, Ordering::Release);
     }
 }

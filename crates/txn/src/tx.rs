@@ -204,13 +204,16 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             },
             None => {
                 let rec = self.table(t).get(key, self.guard);
-                if let Some(rec) = rec {
-                    let layout = self.table(t).layout();
-                    let observed = P::read_group(rec, layout, 0, 0, &mut [])?;
-                    if observed & ABSENT == 0 {
+                match rec {
+                    Some(rec) => {
+                        let layout = self.table(t).layout();
+                        let observed = P::read_group(rec, layout, 0, 0, &mut [])?;
                         self.st.reads.push(ReadEntry { table: t, group: 0, rec, observed });
-                        return Err(TxError::DuplicateKey { table: t, key });
+                        if observed & ABSENT == 0 {
+                            return Err(TxError::DuplicateKey { table: t, key });
+                        }
                     }
+                    None => self.st.misses.push(MissEntry { table: t, key, version: 0 }),
                 }
                 self.push_write(t, key, rec, WriteKind::Insert)
             }
@@ -302,6 +305,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 return false;
             }
             last_examined = Some(key);
+            st.scan_seen.push(rec.addr());
             match (Tx { db, st: &mut *st, guard }).read_record(t, rec, groups) {
                 Err(e) => {
                     failure = Some(e);
@@ -310,7 +314,6 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 Ok(false) => return true,
                 Ok(true) => {}
             }
-            st.scan_seen.push(rec.addr());
             if let Some(w) = st.find_write(t, key) {
                 let entry = &st.writes[w];
                 if matches!(entry.kind, WriteKind::Delete | WriteKind::Cancelled) {

@@ -18,6 +18,7 @@ use crate::tx::Tx;
 pub struct Worker<'db, P: Protocol> {
     db: &'db Database<P>,
     id: u32,
+    slot: usize,
     state: TxState<P::Meta>,
     last_tid: u64,
     rng: u64,
@@ -31,6 +32,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
         Worker {
             db,
             id,
+            slot: db.activity.register(),
             state: TxState::new(db.max_row_words()),
             last_tid: 0,
             rng: 0x2545_f491_4f6c_dd1d ^ ((id as u64 + 1) << 17),
@@ -76,6 +78,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
         let start = Instant::now();
         let mut attempt = 0u32;
         loop {
+            self.db.activity.enter(self.slot, self.db.epoch.current());
             let guard = phasedb_storage::pin();
             self.state.reset();
             let db = self.db;
@@ -94,12 +97,14 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     Err(panic) => Err(TxError::Panicked(panic_message(&*panic))),
                 }
             };
+            if let (Ok((_, tid)), Some(h)) = (&outcome, &mut self.history) {
+                crate::record::record_commit(db, &self.state, *tid, self.id, h);
+            }
+            drop(guard);
+            self.db.activity.leave(self.slot);
+            P::reclaim(&mut self.state, db);
             match outcome {
-                Ok((value, tid)) => {
-                    if let Some(h) = &mut self.history {
-                        crate::record::record_commit(db, &self.state, tid, self.id, h);
-                    }
-                    P::after_attempt(&mut self.state, db, &guard);
+                Ok((value, _)) => {
                     let s = self.stats.of_type(ty);
                     s.committed += 1;
                     let _ = s.latency_ns.record(start.elapsed().as_nanos() as u64);
@@ -107,8 +112,6 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     return Ok(value);
                 }
                 Err(TxError::Conflict(c)) => {
-                    P::after_attempt(&mut self.state, db, &guard);
-                    drop(guard);
                     self.stats.of_type(ty).count_conflict(c);
                     attempt += 1;
                     if self.db.config.max_retries.is_some_and(|m| attempt >= m) {
@@ -155,6 +158,8 @@ impl<P: Protocol> Drop for Worker<'_, P> {
         if let Some(h) = self.history.take() {
             self.db.deposit_history(h);
         }
+        self.db.activity.release(self.slot);
+        self.db.adopt_limbo(&mut self.state.limbo);
     }
 }
 
