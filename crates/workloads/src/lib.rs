@@ -1,0 +1,42 @@
+//! Workloads of phasedb and the driver that runs them. Each workload creates and loads its tables,
+//! generates transactions, runs them as stored procedures through the `Tx` API only (so it runs
+//! unchanged on every protocol), and can check its own consistency afterwards.
+
+pub mod bank;
+mod driver;
+pub mod ycsb;
+mod zipf;
+
+pub use driver::{BenchOptions, BenchResult, run_bench};
+pub use zipf::Zipf;
+
+use phasedb_txn::{Database, Protocol, TxResult, Worker};
+
+/// A benchmark workload, generic over the protocol it runs on.
+pub trait Workload: Sync {
+    /// Per-thread generator state (random numbers, reusable buffers).
+    type Thread: Send;
+
+    /// The workload's name.
+    fn name(&self) -> &'static str;
+
+    /// Names of the transaction types, indexed like the statistics.
+    fn txn_types(&self) -> Vec<&'static str>;
+
+    /// Creates the tables and loads the initial data.
+    fn setup<P: Protocol>(&mut self, db: &mut Database<P>);
+
+    /// The generator state of thread `index`, seeded from `seed`.
+    fn thread(&self, index: usize, seed: u64) -> Self::Thread;
+
+    /// Generates and runs one transaction on `worker`.
+    fn run_one<P: Protocol>(&self, thread: &mut Self::Thread, worker: &mut Worker<'_, P>) -> TxResult<()>;
+
+    /// Checks the workload's consistency conditions after a run.
+    fn check<P: Protocol>(&self, _db: &Database<P>) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The workload's settings, for reports.
+    fn settings(&self) -> Vec<(&'static str, String)>;
+}

@@ -1,0 +1,134 @@
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use phasedb_txn::{Config, Database, Protocol, Stats};
+
+use crate::Workload;
+
+/// How to run a benchmark.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub threads: usize,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub seed: u64,
+    pub config: Config,
+}
+
+/// What a benchmark run measured.
+#[derive(Clone, Debug)]
+pub struct BenchResult {
+    pub protocol: &'static str,
+    /// Statistics over the measured window, per transaction type.
+    pub stats: Stats,
+    pub txn_types: Vec<&'static str>,
+    /// Length of the measured window.
+    pub measured: Duration,
+    /// Seconds spent creating and loading the tables.
+    pub load_seconds: f64,
+    /// Approximate bytes held by the tables after the run.
+    pub memory_bytes: usize,
+    /// The workload's consistency check after the run.
+    pub check: Result<(), String>,
+}
+
+impl BenchResult {
+    /// Committed transactions per second over the measured window.
+    pub fn throughput(&self) -> f64 {
+        self.stats.total().committed as f64 / self.measured.as_secs_f64()
+    }
+}
+
+const WARMUP: u8 = 0;
+const MEASURE: u8 = 1;
+const STOP: u8 = 2;
+
+/// Runs `workload` on protocol `P`: loads it, runs `threads` closed-loop workers for the warm-up and
+/// then the measured window, and checks the workload's consistency. `progress` is called about ten times
+/// a second with the elapsed time and the number of transactions committed so far.
+pub fn run_bench<P: Protocol, W: Workload>(
+    workload: &mut W,
+    opts: &BenchOptions,
+    mut progress: impl FnMut(Duration, u64),
+) -> BenchResult {
+    let load_start = Instant::now();
+    let mut db = Database::<P>::open(opts.config.clone());
+    workload.setup(&mut db);
+    let load_seconds = load_start.elapsed().as_secs_f64();
+    let workload = &*workload;
+    let phase = AtomicU8::new(WARMUP);
+    let counters: Vec<CachePadded<AtomicU64>> = (0..opts.threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
+    let ready = AtomicU64::new(0);
+    let failed = AtomicBool::new(false);
+    let mut measured = Duration::ZERO;
+    let mut merged = Stats::default();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..opts.threads)
+            .map(|i| {
+                let (db, phase, counters, ready, failed) = (&db, &phase, &counters, &ready, &failed);
+                s.spawn(move || {
+                    let mut worker = db.worker();
+                    counters[i].store(0, Ordering::Relaxed);
+                    let mut th = workload.thread(i, opts.seed);
+                    ready.fetch_add(1, Ordering::AcqRel);
+                    let mut measuring = false;
+                    let mut done = 0u64;
+                    loop {
+                        let p = phase.load(Ordering::Relaxed);
+                        if p == STOP {
+                            break;
+                        }
+                        if p == MEASURE && !measuring {
+                            measuring = true;
+                            worker.stats_mut().reset();
+                        }
+                        if let Err(e) = workload.run_one(&mut th, &mut worker) {
+                            if !matches!(e, phasedb_txn::TxError::UserAbort) {
+                                eprintln!("worker {i}: transaction failed: {e}");
+                                failed.store(true, Ordering::Relaxed);
+                            }
+                        }
+                        done += 1;
+                        counters[i].store(done, Ordering::Relaxed);
+                    }
+                    worker.stats().clone()
+                })
+            })
+            .collect();
+        while ready.load(Ordering::Acquire) < opts.threads as u64 {
+            std::thread::yield_now();
+        }
+        let start = Instant::now();
+        let sum = || counters.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>();
+        let tick = Duration::from_millis(100);
+        while start.elapsed() < opts.warmup {
+            std::thread::sleep(tick.min(opts.warmup.saturating_sub(start.elapsed())));
+            progress(start.elapsed(), sum());
+        }
+        let measure_start = Instant::now();
+        phase.store(MEASURE, Ordering::Relaxed);
+        while measure_start.elapsed() < opts.duration {
+            std::thread::sleep(tick.min(opts.duration.saturating_sub(measure_start.elapsed())));
+            progress(start.elapsed(), sum());
+        }
+        phase.store(STOP, Ordering::Relaxed);
+        measured = measure_start.elapsed();
+        for h in handles {
+            merged.merge(&h.join().expect("benchmark worker panicked"));
+        }
+    });
+    let mut check = workload.check(&db);
+    if failed.load(Ordering::Relaxed) && check.is_ok() {
+        check = Err("some transactions failed with an error (see above)".into());
+    }
+    BenchResult {
+        protocol: P::NAME,
+        stats: merged,
+        txn_types: workload.txn_types(),
+        measured,
+        load_seconds,
+        memory_bytes: db.memory_bytes(),
+        check,
+    }
+}
