@@ -1,1 +1,31 @@
-fn main() {}
+//! `phasedb`: runs benchmarks on the embedded engine.
+
+mod bench;
+mod report;
+
+use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// phasedb: an in-memory transactional database for comparing concurrency-control protocols.
+#[derive(Parser)]
+#[command(name = "phasedb", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one benchmark on the embedded engine and report throughput, aborts and latency.
+    Bench(bench::BenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Bench(args) => bench::run(args),
+    };
+    std::process::exit(code);
+}

@@ -117,6 +117,16 @@ impl HashIndex {
         (v != TOMBSTONE).then_some(v)
     }
 
+    /// Starts loading the slot where a lookup of `key` begins into the cache, so that lookups of several
+    /// keys overlap their cache misses.
+    #[inline]
+    pub fn prefetch(&self, key: u64, _guard: &Guard) {
+        let h = hash(key);
+        // SAFETY: as in `get`; the slot index is masked into the array.
+        let slots = unsafe { &*self.shard(h).slots.load(Ordering::Acquire) };
+        crate::prefetch::line(&slots.slots[h as usize & slots.mask] as *const Slot as *const u8);
+    }
+
     /// Runs `f` with exclusive insert/remove rights over `key`'s shard; `f` receives the current value
     /// and may return a new value to insert when there was none. Returns what `f` returned.
     pub fn upsert_with<R>(&self, key: u64, guard: &Guard, f: impl FnOnce(Option<usize>) -> (Option<usize>, R)) -> R {

@@ -12,6 +12,7 @@ compile_error!("phasedb stores rows as little-endian words");
 mod hash_index;
 mod key;
 mod ordered_index;
+mod prefetch;
 mod record;
 mod row;
 mod schema;

@@ -142,6 +142,20 @@ impl<M> RecordPtr<M> {
         }
     }
 
+    /// Starts loading the record's metadata and row words `first..first + words` into the cache.
+    #[inline]
+    pub fn prefetch(&self, layout: &RecordLayout, first: usize, words: usize) {
+        let base = self.ptr.as_ptr();
+        crate::prefetch::line(base);
+        // SAFETY: the offsets stay inside the record's allocation.
+        let data = unsafe { base.add(layout.data_offset + first * 8) };
+        let end = (first + words).min(layout.row_words) - first.min(layout.row_words);
+        for off in (0..end * 8).step_by(64) {
+            // SAFETY: `off` is inside the row, which is inside the allocation.
+            crate::prefetch::line(unsafe { data.add(off) });
+        }
+    }
+
     /// Copies row words `first..first + out.len()` into `out` with relaxed loads. The copy may be torn
     /// if a writer is installing; the caller detects that with its metadata (seqlock style).
     #[inline]

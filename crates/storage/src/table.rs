@@ -104,6 +104,21 @@ impl<M: Send + Sync> Table<M> {
         self.hash.get(key, guard).map(|a| unsafe { RecordPtr::from_addr(a) })
     }
 
+    /// Starts loading the index slot of `key` into the cache (first step of a batched lookup).
+    #[inline]
+    pub fn prefetch_slot(&self, key: u64, guard: &Guard) {
+        self.hash.prefetch(key, guard);
+    }
+
+    /// Looks `key` up and starts loading its record's metadata and row into the cache (second step of
+    /// a batched lookup).
+    #[inline]
+    pub fn prefetch_record(&self, key: u64, guard: &Guard) {
+        if let Some(rec) = self.get(key, guard) {
+            rec.prefetch(&self.layout, 0, self.schema.row_words());
+        }
+    }
+
     /// Links a new record under `key` unless one is linked already. `meta` gives each group's initial
     /// metadata, `row` the initial image (zeros if `None`).
     pub fn insert_with(

@@ -21,7 +21,9 @@ impl Activity {
     /// Room for `n` workers at once.
     pub fn new(n: usize) -> Activity {
         Activity {
-            slots: (0..n).map(|_| CachePadded::new(AtomicU64::new(IDLE))).collect(),
+            slots: (0..n)
+                .map(|_| CachePadded::new(AtomicU64::new(IDLE)))
+                .collect(),
             free: Mutex::new((0..n).rev().collect()),
             high: AtomicUsize::new(0),
         }
@@ -30,7 +32,10 @@ impl Activity {
     /// Claims a slot for a new worker.
     pub fn register(&self) -> usize {
         let slot = self.free.lock().pop().unwrap_or_else(|| {
-            panic!("more than {} workers alive at once on one database", self.slots.len())
+            panic!(
+                "more than {} workers alive at once on one database",
+                self.slots.len()
+            )
         });
         self.high.fetch_max(slot + 1, Ordering::AcqRel);
         slot
@@ -57,6 +62,10 @@ impl Activity {
     /// The oldest epoch in which a running transaction started (`u64::MAX` if none runs).
     pub fn oldest(&self) -> u64 {
         let high = self.high.load(Ordering::Acquire);
-        self.slots[..high].iter().map(|s| s.load(Ordering::SeqCst)).min().unwrap_or(IDLE)
+        self.slots[..high]
+            .iter()
+            .map(|s| s.load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(IDLE)
     }
 }

@@ -18,7 +18,11 @@ fn conflict<T>(c: Conflict) -> TxResult<T> {
 
 /// The initial word of a placeholder for `key`: absent, carrying the key's last version when recording.
 pub(crate) fn placeholder_word<P: Protocol>(db: &Database<P>, table: u32, key: u64) -> u64 {
-    let last = if db.config.record_history { db.graveyard.lock().get(&(table, key)).copied().unwrap_or(0) } else { 0 };
+    let last = if db.config.record_history {
+        db.graveyard.lock().get(&(table, key)).copied().unwrap_or(0)
+    } else {
+        0
+    };
     ABSENT | last
 }
 
@@ -48,7 +52,14 @@ pub(crate) fn lock_inserts<P: Protocol<Meta = TidWord>>(
             InsertOutcome::Inserted(rec) => {
                 st.writes[w].rec = Some(rec);
                 for g in 0..groups {
-                    st.locks.push(LockEntry { rec, group: g as u8, write: w as u32, prev: initial, fresh: true, held: true });
+                    st.locks.push(LockEntry {
+                        rec,
+                        group: g as u8,
+                        write: w as u32,
+                        prev: initial,
+                        fresh: true,
+                        held: true,
+                    });
                 }
             }
             InsertOutcome::Exists(rec) => {
@@ -65,7 +76,14 @@ pub(crate) fn lock_inserts<P: Protocol<Meta = TidWord>>(
                     if !meta.try_lock(word) {
                         return conflict(Conflict::InsertRace);
                     }
-                    st.locks.push(LockEntry { rec, group: g as u8, write: w as u32, prev: word, fresh: false, held: true });
+                    st.locks.push(LockEntry {
+                        rec,
+                        group: g as u8,
+                        write: w as u32,
+                        prev: word,
+                        fresh: false,
+                        held: true,
+                    });
                 }
             }
         }
@@ -74,7 +92,10 @@ pub(crate) fn lock_inserts<P: Protocol<Meta = TidWord>>(
 }
 
 /// Locks the groups written by updates and deletes, in address order, without waiting.
-pub(crate) fn lock_writes<P: Protocol<Meta = TidWord>>(st: &mut TxState<TidWord>, db: &Database<P>) -> TxResult<()> {
+pub(crate) fn lock_writes<P: Protocol<Meta = TidWord>>(
+    st: &mut TxState<TidWord>,
+    db: &Database<P>,
+) -> TxResult<()> {
     for (w, entry) in st.writes.iter().enumerate() {
         let groups = match entry.kind {
             WriteKind::Update => db.table(entry.table).schema().groups_of(entry.columns),
@@ -86,7 +107,14 @@ pub(crate) fn lock_writes<P: Protocol<Meta = TidWord>>(st: &mut TxState<TidWord>
         while m != 0 {
             let g = m.trailing_zeros() as u8;
             m &= m - 1;
-            st.locks.push(LockEntry { rec, group: g, write: w as u32, prev: 0, fresh: false, held: false });
+            st.locks.push(LockEntry {
+                rec,
+                group: g,
+                write: w as u32,
+                prev: 0,
+                fresh: false,
+                held: false,
+            });
         }
     }
     st.locks.sort_unstable_by_key(|l| (l.rec.addr(), l.group));
@@ -124,19 +152,33 @@ pub(crate) fn release<P: Protocol<Meta = TidWord>>(st: &mut TxState<TidWord>, db
             continue;
         }
         let t = st.writes[l.write as usize].table;
-        l.rec.meta(db.table(t).layout(), l.group as usize).publish(l.prev);
+        l.rec
+            .meta(db.table(t).layout(), l.group as usize)
+            .publish(l.prev);
         l.held = false;
         if l.fresh && l.group == 0 {
             let key = st.writes[l.write as usize].key;
-            st.unlink.push(Unlink { table: t, key, addr: l.rec.addr(), word: l.prev, stamp: 0 });
+            st.unlink.push(Unlink {
+                table: t,
+                key,
+                addr: l.rec.addr(),
+                word: l.prev,
+                stamp: 0,
+            });
         }
     }
 }
 
 /// Whether every read group still holds the version observed and is not locked by another writer.
-pub(crate) fn validate_reads<P: Protocol<Meta = TidWord>>(st: &TxState<TidWord>, db: &Database<P>) -> TxResult<()> {
+pub(crate) fn validate_reads<P: Protocol<Meta = TidWord>>(
+    st: &TxState<TidWord>,
+    db: &Database<P>,
+) -> TxResult<()> {
     for r in &st.reads {
-        let word = r.rec.meta(db.table(r.table).layout(), r.group as usize).load();
+        let word = r
+            .rec
+            .meta(db.table(r.table).layout(), r.group as usize)
+            .load();
         if word & !LOCK != r.observed {
             return conflict(Conflict::Validation);
         }
@@ -167,7 +209,8 @@ pub(crate) fn validate_misses<P: Protocol<Meta = TidWord>>(
             },
         };
         if db.config.record_history {
-            st.misses[i].version = version.unwrap_or_else(|| placeholder_word(db, t, key) & !ABSENT);
+            st.misses[i].version =
+                version.unwrap_or_else(|| placeholder_word(db, t, key) & !ABSENT);
         }
     }
     Ok(())
@@ -214,22 +257,43 @@ pub(crate) fn validate_scans<P: Protocol<Meta = TidWord>>(
 
 /// Writes the buffered images into the locked records and publishes `tid` on every locked group,
 /// which unlocks it. Deleted records are queued for unlinking.
-pub(crate) fn install<P: Protocol<Meta = TidWord>>(st: &mut TxState<TidWord>, db: &Database<P>, tid: u64) {
+pub(crate) fn install<P: Protocol<Meta = TidWord>>(
+    st: &mut TxState<TidWord>,
+    db: &Database<P>,
+    tid: u64,
+) {
     for w in &st.writes {
         if matches!(w.kind, WriteKind::Update | WriteKind::Insert) {
             let table = db.table(w.table);
             let n = table.schema().row_words();
             let rec = w.rec.expect("locked writes know their record");
-            rec.install_columns(table.layout(), table.schema(), w.columns, &st.images[w.image..w.image + n]);
+            rec.install_columns(
+                table.layout(),
+                table.schema(),
+                w.columns,
+                &st.images[w.image..w.image + n],
+            );
         }
     }
     for l in &mut st.locks {
         let w = &st.writes[l.write as usize];
-        let word = if w.kind == WriteKind::Delete { tid | ABSENT } else { tid };
-        l.rec.meta(db.table(w.table).layout(), l.group as usize).publish(word);
+        let word = if w.kind == WriteKind::Delete {
+            tid | ABSENT
+        } else {
+            tid
+        };
+        l.rec
+            .meta(db.table(w.table).layout(), l.group as usize)
+            .publish(word);
         l.held = false;
         if w.kind == WriteKind::Delete && l.group == 0 {
-            st.unlink.push(Unlink { table: w.table, key: w.key, addr: l.rec.addr(), word, stamp: 1 });
+            st.unlink.push(Unlink {
+                table: w.table,
+                key: w.key,
+                addr: l.rec.addr(),
+                word,
+                stamp: 1,
+            });
         }
     }
 }
@@ -280,7 +344,9 @@ fn unlink<P: Protocol<Meta = TidWord>>(db: &Database<P>, u: Unlink, guard: &Guar
     let layout = table.layout();
     let groups = table.schema().groups().len();
     table.unlink_if(u.key, u.addr, guard, |rec| {
-        let retired = (0..groups).take_while(|&g| rec.meta(layout, g).retire(u.word)).count();
+        let retired = (0..groups)
+            .take_while(|&g| rec.meta(layout, g).retire(u.word))
+            .count();
         if retired < groups {
             for g in 0..retired {
                 rec.meta(layout, g).publish(u.word);

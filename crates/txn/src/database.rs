@@ -8,9 +8,9 @@ use phasedb_storage::{InsertOutcome, RowBuf, Table, TableId, TableSpec};
 
 use crate::activity::Activity;
 use crate::epoch::EpochClock;
-use crate::state::Unlink;
 use crate::error::{TxError, TxResult};
 use crate::protocol::Protocol;
+use crate::state::Unlink;
 use crate::tx::Tx;
 use crate::worker::Worker;
 
@@ -124,7 +124,10 @@ impl<P: Protocol> Database<P> {
 
     /// Finds a table by name.
     pub fn table_id(&self, name: &str) -> Option<TableId> {
-        self.tables.iter().position(|t| t.name() == name).map(|i| i as TableId)
+        self.tables
+            .iter()
+            .position(|t| t.name() == name)
+            .map(|i| i as TableId)
     }
 
     /// Bulk-loads a row outside any transaction (before workers run): `fill` writes its columns.
@@ -138,7 +141,10 @@ impl<P: Protocol> Database<P> {
     /// Bulk-loads a row image (`schema.row_words()` words) outside any transaction.
     pub fn load_image(&self, t: TableId, key: u64, words: &[u64]) -> TxResult<()> {
         let guard = phasedb_storage::pin();
-        match self.table(t).insert_with(key, &guard, |_| P::new_meta(0), Some(words)) {
+        match self
+            .table(t)
+            .insert_with(key, &guard, |_| P::new_meta(0), Some(words))
+        {
             InsertOutcome::Inserted(_) => Ok(()),
             InsertOutcome::Exists(_) => Err(TxError::DuplicateKey { table: t, key }),
         }
@@ -151,7 +157,10 @@ impl<P: Protocol> Database<P> {
 
     /// Runs one transaction on a temporary worker (convenient; threads that run many keep a
     /// [`Worker`]). Conflicts are retried; other errors are returned.
-    pub fn execute<R>(&self, procedure: impl FnMut(&mut Tx<'_, '_, P>) -> TxResult<R>) -> TxResult<R> {
+    pub fn execute<R>(
+        &self,
+        procedure: impl FnMut(&mut Tx<'_, '_, P>) -> TxResult<R>,
+    ) -> TxResult<R> {
         self.worker().execute(0, procedure)
     }
 
@@ -193,6 +202,10 @@ impl<P: Protocol> Database<P> {
     }
 
     pub(crate) fn max_row_words(&self) -> usize {
-        self.tables.iter().map(|t| t.schema().row_words()).max().unwrap_or(1)
+        self.tables
+            .iter()
+            .map(|t| t.schema().row_words())
+            .max()
+            .unwrap_or(1)
     }
 }

@@ -18,7 +18,10 @@ struct Shared {
 impl EpochClock {
     /// Starts the clock at epoch 1, advancing every `interval`.
     pub fn start(interval: Duration) -> EpochClock {
-        let shared = Arc::new(Shared { epoch: AtomicU64::new(1), stop: AtomicBool::new(false) });
+        let shared = Arc::new(Shared {
+            epoch: AtomicU64::new(1),
+            stop: AtomicBool::new(false),
+        });
         let s = shared.clone();
         let ticker = std::thread::Builder::new()
             .name("phasedb-epoch".into())
@@ -29,7 +32,10 @@ impl EpochClock {
                 }
             })
             .expect("spawn the epoch thread");
-        EpochClock { shared, ticker: Some(ticker) }
+        EpochClock {
+            shared,
+            ticker: Some(ticker),
+        }
     }
 
     /// The current epoch.

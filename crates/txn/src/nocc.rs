@@ -26,7 +26,13 @@ impl Protocol for NoCc {
     }
 
     #[inline]
-    fn read_group(rec: RecordPtr<TidWord>, layout: &RecordLayout, g: usize, first: usize, out: &mut [u64]) -> TxResult<u64> {
+    fn read_group(
+        rec: RecordPtr<TidWord>,
+        layout: &RecordLayout,
+        g: usize,
+        first: usize,
+        out: &mut [u64],
+    ) -> TxResult<u64> {
         let word = rec.meta(layout, g).load();
         if word & ABSENT == 0 {
             rec.copy_words(layout, first, out);
@@ -48,11 +54,18 @@ impl Protocol for NoCc {
                 WriteKind::Cancelled => continue,
                 WriteKind::Insert => {
                     let (t, key) = (entry.table, entry.key);
-                    match table.insert_with(key, ctx.guard, |_| TidWord::new(placeholder_word(db, t, key)), None) {
+                    match table.insert_with(
+                        key,
+                        ctx.guard,
+                        |_| TidWord::new(placeholder_word(db, t, key)),
+                        None,
+                    ) {
                         InsertOutcome::Inserted(r) | InsertOutcome::Exists(r) => r,
                     }
                 }
-                WriteKind::Update | WriteKind::Delete => entry.rec.expect("updates and deletes know their record"),
+                WriteKind::Update | WriteKind::Delete => {
+                    entry.rec.expect("updates and deletes know their record")
+                }
             };
             st.writes[w].rec = Some(rec);
             let entry = &st.writes[w];
@@ -62,9 +75,18 @@ impl Protocol for NoCc {
             };
             if entry.kind != WriteKind::Delete {
                 let n = table.schema().row_words();
-                rec.install_columns(layout, table.schema(), entry.columns, &st.images[entry.image..entry.image + n]);
+                rec.install_columns(
+                    layout,
+                    table.schema(),
+                    entry.columns,
+                    &st.images[entry.image..entry.image + n],
+                );
             }
-            let word = if entry.kind == WriteKind::Delete { version | ABSENT } else { version };
+            let word = if entry.kind == WriteKind::Delete {
+                version | ABSENT
+            } else {
+                version
+            };
             let mut m = groups;
             while m != 0 {
                 let g = m.trailing_zeros() as usize;
@@ -72,7 +94,14 @@ impl Protocol for NoCc {
                 let meta = rec.meta(layout, g);
                 let prev = meta.load();
                 meta.store(word);
-                st.locks.push(LockEntry { rec, group: g as u8, write: w as u32, prev, fresh: false, held: false });
+                st.locks.push(LockEntry {
+                    rec,
+                    group: g as u8,
+                    write: w as u32,
+                    prev,
+                    fresh: false,
+                    held: false,
+                });
             }
         }
         *ctx.last_tid = version;

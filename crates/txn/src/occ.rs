@@ -32,7 +32,13 @@ impl Protocol for Occ {
     }
 
     #[inline]
-    fn read_group(rec: RecordPtr<TidWord>, layout: &RecordLayout, g: usize, first: usize, out: &mut [u64]) -> TxResult<u64> {
+    fn read_group(
+        rec: RecordPtr<TidWord>,
+        layout: &RecordLayout,
+        g: usize,
+        first: usize,
+        out: &mut [u64],
+    ) -> TxResult<u64> {
         let meta = rec.meta(layout, g);
         let mut spins = 0;
         loop {
@@ -59,7 +65,8 @@ impl Protocol for Occ {
         let db = ctx.db;
         let writes = st.writes.iter().any(|w| w.kind != WriteKind::Cancelled);
         if writes {
-            let locked = commit::lock_inserts(st, db, ctx.guard).and_then(|()| commit::lock_writes(st, db));
+            let locked =
+                commit::lock_inserts(st, db, ctx.guard).and_then(|()| commit::lock_writes(st, db));
             if let Err(e) = locked {
                 commit::release(st, db);
                 return Err(e);

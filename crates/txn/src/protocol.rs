@@ -22,8 +22,13 @@ pub trait Protocol: Sized + Send + Sync + 'static {
 
     /// Copies group `g` of `rec` (its words `first..first + out.len()`) into `out` consistently and
     /// returns the TID word it observed. A group whose word is absent need not be copied.
-    fn read_group(rec: RecordPtr<Self::Meta>, layout: &RecordLayout, g: usize, first: usize, out: &mut [u64])
-    -> TxResult<u64>;
+    fn read_group(
+        rec: RecordPtr<Self::Meta>,
+        layout: &RecordLayout,
+        g: usize,
+        first: usize,
+        out: &mut [u64],
+    ) -> TxResult<u64>;
 
     /// Validates and installs the transaction's buffered writes, or returns the conflict that aborts it
     /// (leaving no lock held and nothing installed).

@@ -10,7 +10,10 @@ use crate::tid::tid;
 
 /// The history item of column group `group` of row `key` in table `table`: each group is a register.
 pub fn item(table: TableId, group: u8, key: u64) -> Item {
-    Item { table: table * 16 + group as u32, key }
+    Item {
+        table: table * 16 + group as u32,
+        key,
+    }
 }
 
 /// Appends the just-committed transaction (TID `version`) to `history`.
@@ -28,10 +31,16 @@ pub(crate) fn record_commit<P: Protocol>(
         writes: Vec::with_capacity(st.locks.len()),
     };
     for r in &st.reads {
-        ev.reads.push(ReadEvent { item: item(r.table, r.group, r.rec.key()), version: tid(r.observed) });
+        ev.reads.push(ReadEvent {
+            item: item(r.table, r.group, r.rec.key()),
+            version: tid(r.observed),
+        });
     }
     for m in &st.misses {
-        ev.reads.push(ReadEvent { item: item(m.table, 0, m.key), version: m.version });
+        ev.reads.push(ReadEvent {
+            item: item(m.table, 0, m.key),
+            version: m.version,
+        });
     }
     for l in &st.locks {
         let w = &st.writes[l.write as usize];
@@ -41,7 +50,12 @@ pub(crate) fn record_commit<P: Protocol>(
             WriteKind::Delete => EventKind::Delete,
             WriteKind::Cancelled => continue,
         };
-        ev.writes.push(WriteEvent { item: item(w.table, l.group, w.key), version, prev: tid(l.prev), kind });
+        ev.writes.push(WriteEvent {
+            item: item(w.table, l.group, w.key),
+            version,
+            prev: tid(l.prev),
+            kind,
+        });
     }
     history.txns.push(ev);
 }

@@ -147,7 +147,9 @@ impl<M> TxState<M> {
         if self.write_filter & Self::filter_bit(table, key) == 0 {
             return None;
         }
-        self.writes.iter().position(|w| w.key == key && w.table == table)
+        self.writes
+            .iter()
+            .position(|w| w.key == key && w.table == table)
     }
 
     /// Whether this attempt holds the lock on group `g` of `rec` (`locks` must be sorted).

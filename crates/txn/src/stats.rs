@@ -20,8 +20,13 @@ pub struct TypeStats {
 }
 
 /// The conflict causes in the order of [`TypeStats::conflict_kinds`].
-pub const CONFLICT_KINDS: [Conflict; 5] =
-    [Conflict::ReadLocked, Conflict::WriteLocked, Conflict::Validation, Conflict::Phantom, Conflict::InsertRace];
+pub const CONFLICT_KINDS: [Conflict; 5] = [
+    Conflict::ReadLocked,
+    Conflict::WriteLocked,
+    Conflict::Validation,
+    Conflict::Phantom,
+    Conflict::InsertRace,
+];
 
 impl Default for TypeStats {
     fn default() -> Self {
@@ -31,7 +36,8 @@ impl Default for TypeStats {
             conflict_kinds: [0; 5],
             user_aborts: 0,
             failures: 0,
-            latency_ns: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds"),
+            latency_ns: Histogram::new_with_bounds(1, 60_000_000_000, 3)
+                .expect("valid histogram bounds"),
         }
     }
 }
@@ -46,13 +52,19 @@ impl TypeStats {
         }
         self.user_aborts += other.user_aborts;
         self.failures += other.failures;
-        self.latency_ns.add(&other.latency_ns).expect("histograms with equal bounds merge");
+        self.latency_ns
+            .add(&other.latency_ns)
+            .expect("histograms with equal bounds merge");
     }
 
     /// Conflicting attempts over all attempts.
     pub fn abort_rate(&self) -> f64 {
         let attempts = self.committed + self.conflicts + self.user_aborts + self.failures;
-        if attempts == 0 { 0.0 } else { self.conflicts as f64 / attempts as f64 }
+        if attempts == 0 {
+            0.0
+        } else {
+            self.conflicts as f64 / attempts as f64
+        }
     }
 
     pub(crate) fn count_conflict(&mut self, c: Conflict) {

@@ -48,13 +48,24 @@ impl TidWord {
     #[inline]
     pub fn try_lock(&self, expected: u64) -> bool {
         expected & LOCK == 0
-            && self.0.compare_exchange(expected, expected | LOCK, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            && self
+                .0
+                .compare_exchange(
+                    expected,
+                    expected | LOCK,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
     }
 
     /// Publishes `word` (normally unlocking) with release order, so readers that see it see the data.
     #[inline]
     pub fn publish(&self, word: u64) {
-        debug_assert!(self.0.load(Ordering::Relaxed) & LOCK != 0, "publish by the lock holder only");
+        debug_assert!(
+            self.0.load(Ordering::Relaxed) & LOCK != 0,
+            "publish by the lock holder only"
+        );
         self.0.store(word, Ordering::Release);
     }
 }
@@ -70,6 +81,13 @@ impl TidWord {
     /// good, so every reader or writer that still finds the record looks it up again.
     #[inline]
     pub fn retire(&self, expected: u64) -> bool {
-        self.0.compare_exchange(expected, expected | LOCK | UNLINKED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        self.0
+            .compare_exchange(
+                expected,
+                expected | LOCK | UNLINKED,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
     }
 }

@@ -84,11 +84,22 @@ impl<'db, P: Protocol> Worker<'db, P> {
             let db = self.db;
             let outcome = {
                 let st = &mut self.state;
-                let run = catch_unwind(AssertUnwindSafe(|| procedure(&mut Tx { db, st, guard: &guard })));
+                let run = catch_unwind(AssertUnwindSafe(|| {
+                    procedure(&mut Tx {
+                        db,
+                        st,
+                        guard: &guard,
+                    })
+                }));
                 match run {
                     Ok(Ok(value)) => {
-                        let mut ctx =
-                            CommitCtx { db, guard: &guard, worker: self.id, last_tid: &mut self.last_tid, tid: 0 };
+                        let mut ctx = CommitCtx {
+                            db,
+                            guard: &guard,
+                            worker: self.id,
+                            last_tid: &mut self.last_tid,
+                            tid: 0,
+                        };
                         let committed = P::commit(&mut self.state, &mut ctx);
                         let tid = ctx.tid;
                         committed.map(|()| (value, tid))
@@ -108,7 +119,8 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     let s = self.stats.of_type(ty);
                     s.committed += 1;
                     let _ = s.latency_ns.record(start.elapsed().as_nanos() as u64);
-                    self.progress.store(self.progress.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                    self.progress
+                        .store(self.progress.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                     return Ok(value);
                 }
                 Err(TxError::Conflict(c)) => {
@@ -149,7 +161,10 @@ impl<'db, P: Protocol> Worker<'db, P> {
 
     /// Takes the history recorded so far (empty unless the database records).
     pub fn take_history(&mut self) -> History {
-        self.history.as_mut().map(std::mem::take).unwrap_or_default()
+        self.history
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 }
 

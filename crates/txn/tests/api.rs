@@ -41,14 +41,20 @@ fn api_semantics<P: Protocol>(fine: bool) {
     db.execute(|tx| {
         assert!(tx.update(t, 10, |w| w.set_i64(2, 99))?);
         let row = tx.get(t, 10)?.unwrap();
-        assert_eq!((row.u64(0), row.bytes(1), row.i64(2)), (10, &b"row"[..], 99));
+        assert_eq!(
+            (row.u64(0), row.bytes(1), row.i64(2)),
+            (10, &b"row"[..], 99)
+        );
         assert!(!tx.update(t, 11, |w| w.set_i64(2, 1))?);
         tx.insert(t, 15, |w| {
             w.set_u64(0, 15);
             w.set_bytes(1, b"fifteen");
         })?;
         assert_eq!(tx.get(t, 15)?.unwrap().bytes(1), b"fifteen");
-        assert_eq!(tx.insert(t, 20, |_| {}), Err(TxError::DuplicateKey { table: t, key: 20 }));
+        assert_eq!(
+            tx.insert(t, 20, |_| {}),
+            Err(TxError::DuplicateKey { table: t, key: 20 })
+        );
         assert!(tx.delete(t, 30)?);
         assert!(tx.get(t, 30)?.is_none());
         assert!(!tx.delete(t, 30)?);
@@ -62,7 +68,9 @@ fn api_semantics<P: Protocol>(fine: bool) {
     })
     .unwrap();
     assert_eq!(keys_in(&db, t, 0, 45), vec![0, 10, 15, 20, 40]);
-    let row = db.execute(|tx| Ok(tx.get(t, 10)?.map(|r| (r.u64(0), r.i64(2))))).unwrap();
+    let row = db
+        .execute(|tx| Ok(tx.get(t, 10)?.map(|r| (r.u64(0), r.i64(2)))))
+        .unwrap();
     assert_eq!(row, Some((10, 99)));
 
     // Limits and early stops.
@@ -90,7 +98,11 @@ fn api_semantics<P: Protocol>(fine: bool) {
         panic!("procedure bug");
     });
     assert!(matches!(r, Err(TxError::Panicked(ref m)) if m == "procedure bug"));
-    assert_eq!(db.execute(|tx| Ok(tx.get(t, 0)?.map(|r| r.i64(2)))).unwrap(), Some(0));
+    assert_eq!(
+        db.execute(|tx| Ok(tx.get(t, 0)?.map(|r| r.i64(2))))
+            .unwrap(),
+        Some(0)
+    );
     assert_eq!(keys_in(&db, t, 0, 9), vec![0]);
 
     // Delete then re-insert in one transaction, insert then delete, and re-insert of a deleted key.
@@ -103,19 +115,28 @@ fn api_semantics<P: Protocol>(fine: bool) {
         Ok(())
     })
     .unwrap();
-    assert_eq!(db.execute(|tx| Ok(tx.get(t, 40)?.unwrap().u64(0))).unwrap(), 41);
+    assert_eq!(
+        db.execute(|tx| Ok(tx.get(t, 40)?.unwrap().u64(0))).unwrap(),
+        41
+    );
     assert!(db.execute(|tx| Ok(tx.get(t, 41)?.is_none())).unwrap());
     db.execute(|tx| {
         tx.insert(t, 30, |w| w.set_u64(0, 300))?;
         Ok(())
     })
     .unwrap();
-    assert_eq!(db.execute(|tx| Ok(tx.get(t, 30)?.unwrap().u64(0))).unwrap(), 300);
+    assert_eq!(
+        db.execute(|tx| Ok(tx.get(t, 30)?.unwrap().u64(0))).unwrap(),
+        300
+    );
     assert_eq!(keys_in(&db, t, 25, 45), vec![30, 40]);
 
     // Scans on a table without an ordered index are refused.
     let mut db2 = Database::<P>::open(Config::default());
-    let schema = Schema::builder().column("a", ColumnType::U64, 0).build().unwrap();
+    let schema = Schema::builder()
+        .column("a", ColumnType::U64, 0)
+        .build()
+        .unwrap();
     let h = db2.create_table(TableSpec::new("h", schema, 4));
     let r = db2.execute(|tx| tx.scan(h, 0, 10, 1, 1, |_, _| true));
     assert!(matches!(r, Err(TxError::Invalid(_))));
@@ -144,7 +165,8 @@ fn fine_grained_writes_bump_only_their_groups() {
     let reader_commits = w
         .execute(0, |tx| {
             let a = tx.get_columns(t, 10, columns(&[0]))?.unwrap().u64(0);
-            db.execute(|other| Ok(other.update(t, 10, |w| w.set_i64(2, 7))?)).unwrap();
+            db.execute(|other| Ok(other.update(t, 10, |w| w.set_i64(2, 7))?))
+                .unwrap();
             Ok(a)
         })
         .unwrap();
@@ -157,7 +179,8 @@ fn fine_grained_writes_bump_only_their_groups() {
             let b = tx.get_columns(t, 10, columns(&[2]))?.unwrap().i64(2);
             if first {
                 first = false;
-                db.execute(|other| Ok(other.update(t, 10, |w| w.set_i64(2, 8))?)).unwrap();
+                db.execute(|other| Ok(other.update(t, 10, |w| w.set_i64(2, 8))?))
+                    .unwrap();
             }
             tx.update(t, 20, |w| w.set_i64(2, b))?;
             Ok(b)
@@ -184,7 +207,11 @@ fn phantom_insert_into_a_scanned_range_aborts_the_scanner() {
         })
         .unwrap();
     assert_eq!(count, 7);
-    assert_eq!(w.stats().total().conflict_kinds[3], 1, "one phantom conflict");
+    assert_eq!(
+        w.stats().total().conflict_kinds[3],
+        1,
+        "one phantom conflict"
+    );
 }
 
 #[test]

@@ -18,7 +18,10 @@ fn seeds(default: &[u64]) -> Vec<u64> {
 }
 
 fn open<P: Protocol>(fine: bool) -> (Database<P>, TableId) {
-    let mut db = Database::<P>::open(Config { record_history: true, ..Config::default() });
+    let mut db = Database::<P>::open(Config {
+        record_history: true,
+        ..Config::default()
+    });
     let schema = Schema::builder()
         .column("a", ColumnType::U64, 0)
         .column("b", ColumnType::U64, if fine { 1 } else { 0 })
@@ -91,7 +94,10 @@ fn run<P: Protocol>(seed: u64, threads: usize, txns: usize, fine: bool) -> Histo
                         random_txn(tx, t, &mut txn_rng)
                     });
                     rng = txn_rng;
-                    assert!(matches!(r, Ok(()) | Err(TxError::UserAbort)), "seed {seed}: unexpected {r:?}");
+                    assert!(
+                        matches!(r, Ok(()) | Err(TxError::UserAbort)),
+                        "seed {seed}: unexpected {r:?}"
+                    );
                 }
             });
         }
@@ -102,15 +108,26 @@ fn run<P: Protocol>(seed: u64, threads: usize, txns: usize, fine: bool) -> Histo
 fn assert_serializable<P: Protocol>(fine: bool) {
     for seed in seeds(&[1, 2, 3, 4, 5, 6]) {
         let h = run::<P>(seed, 4, 1500, fine);
-        assert!(h.len() > 4000, "seed {seed}: only {} transactions committed", h.len());
+        assert!(
+            h.len() > 4000,
+            "seed {seed}: only {} transactions committed",
+            h.len()
+        );
         if let Err(a) = check_serializable(&h) {
             if let Anomaly::Cycle(c) = &a {
                 for id in c.txns() {
-                    let t = h.txns.iter().find(|t| t.id == id).expect("cycle members are in the history");
+                    let t = h
+                        .txns
+                        .iter()
+                        .find(|t| t.id == id)
+                        .expect("cycle members are in the history");
                     eprintln!("T{id}: reads {:?} writes {:?}", t.reads, t.writes);
                 }
             }
-            panic!("{} not serializable with seed {seed} (fine = {fine}): {a}", P::NAME);
+            panic!(
+                "{} not serializable with seed {seed} (fine = {fine}): {a}",
+                P::NAME
+            );
         }
     }
 }
@@ -137,5 +154,8 @@ fn checker_catches_nocc_under_contention() {
             Ok(_) => {}
         }
     }
-    assert!(caught > 0, "no anomaly found in nocc histories for seeds {seeds:?}");
+    assert!(
+        caught > 0,
+        "no anomaly found in nocc histories for seeds {seeds:?}"
+    );
 }

@@ -31,6 +31,8 @@ pub struct BenchResult {
     pub memory_bytes: usize,
     /// The workload's consistency check after the run.
     pub check: Result<(), String>,
+    /// The recorded history (empty unless the configuration records).
+    pub history: phasedb_txn::History,
 }
 
 impl BenchResult {
@@ -130,5 +132,6 @@ pub fn run_bench<P: Protocol, W: Workload>(
         load_seconds,
         memory_bytes: db.memory_bytes(),
         check,
+        history: db.take_history(),
     }
 }

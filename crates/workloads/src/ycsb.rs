@@ -232,6 +232,7 @@ impl Workload for Ycsb {
         let value = &th.values[offset..offset + cfg.column_size];
         let ops = &th.ops;
         worker.execute(ty, |tx| {
+            tx.prefetch(t, ops.iter().map(|o| o.key));
             for op in ops {
                 match cfg.variant {
                     Variant::Star => {

@@ -1,0 +1,222 @@
+//! `phasedb bench`: one run of one workload on one protocol.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use phasedb_txn::{Config, NoCc, Occ, Protocol};
+use phasedb_workloads::bank::{Bank, BankConfig};
+use phasedb_workloads::ycsb::{Variant, Ycsb, YcsbConfig};
+use phasedb_workloads::{BenchOptions, Workload, run_bench};
+
+use crate::report;
+
+/// Options every workload takes.
+#[derive(Args, Clone, Debug)]
+pub struct Common {
+    /// Concurrency-control protocol.
+    #[arg(long, short, value_enum, default_value_t = ProtocolName::Occ, global = true)]
+    pub protocol: ProtocolName,
+    /// Worker threads (default: the number of cores).
+    #[arg(long, short, global = true)]
+    pub threads: Option<usize>,
+    /// Seconds of the measured window.
+    #[arg(long, short, default_value_t = 5.0, global = true)]
+    pub duration: f64,
+    /// Seconds of warm-up before measuring.
+    #[arg(long, default_value_t = 1.0, global = true)]
+    pub warmup: f64,
+    /// Seed of the transaction generators.
+    #[arg(long, default_value_t = 1, global = true)]
+    pub seed: u64,
+    /// Print one JSON object instead of the table.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Record the history and check it is serializable after the run (slow; keep runs short).
+    #[arg(long, global = true)]
+    pub verify: bool,
+}
+
+/// The protocols the engine runs.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtocolName {
+    /// Silo's optimistic concurrency control.
+    Occ,
+    /// No concurrency control (not serializable; the overhead baseline).
+    Nocc,
+}
+
+/// Metadata granularity: one column group per row, or several.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Granularity {
+    Coarse,
+    Fine,
+}
+
+/// `phasedb bench` arguments.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    workload: WorkloadArgs,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Subcommand, Debug)]
+enum WorkloadArgs {
+    /// YCSB: STAR/DBx1000 (`--variant star`), timestamp-granularity (`granularity`) or RAMP (`ramp`).
+    Ycsb(YcsbArgs),
+    /// Bank transfers with audits of the total balance.
+    Bank(BankArgs),
+}
+
+#[derive(Args, Debug)]
+struct YcsbArgs {
+    /// Which of the seeds' YCSB shapes.
+    #[arg(long, value_parser = ["star", "granularity", "ramp"], default_value = "star")]
+    variant: String,
+    /// Rows in the table.
+    #[arg(long)]
+    rows: Option<u64>,
+    /// Operations per transaction.
+    #[arg(long)]
+    ops: Option<usize>,
+    /// Share of reads (star, granularity) or of read-only transactions (ramp).
+    #[arg(long)]
+    read_ratio: Option<f64>,
+    /// Zipfian skew of key choice (0 = uniform).
+    #[arg(long)]
+    theta: Option<f64>,
+    /// Columns per row.
+    #[arg(long)]
+    columns: Option<usize>,
+    /// Bytes per column.
+    #[arg(long)]
+    column_size: Option<usize>,
+    /// One column group per row (coarse) or even/odd column groups (fine).
+    #[arg(long, value_enum, default_value_t = Granularity::Coarse)]
+    granularity: Granularity,
+}
+
+#[derive(Args, Debug)]
+struct BankArgs {
+    /// Number of accounts.
+    #[arg(long, default_value_t = 1000)]
+    accounts: u64,
+    /// Share of transactions that audit the total.
+    #[arg(long, default_value_t = 0.01)]
+    audit_ratio: f64,
+    /// Keep the balance in its own column group.
+    #[arg(long, value_enum, default_value_t = Granularity::Coarse)]
+    granularity: Granularity,
+}
+
+fn fail(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("error: {msg}");
+    2
+}
+
+/// Runs `phasedb bench`; returns the process exit code.
+pub fn run(args: BenchArgs) -> i32 {
+    let c = &args.common;
+    let threads = c.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if threads == 0 || threads > phasedb_txn::MAX_WORKERS {
+        return fail(format!("--threads must be between 1 and {}", phasedb_txn::MAX_WORKERS));
+    }
+    for (name, v) in [("--duration", c.duration), ("--warmup", c.warmup)] {
+        if !v.is_finite() || v < 0.0 || v > 86_400.0 {
+            return fail(format!("{name} must be a number of seconds between 0 and 86400"));
+        }
+    }
+    if c.duration <= 0.0 {
+        return fail("--duration must be positive");
+    }
+    let opts = BenchOptions {
+        threads,
+        warmup: Duration::from_secs_f64(c.warmup),
+        duration: Duration::from_secs_f64(c.duration),
+        seed: c.seed,
+        config: Config { record_history: c.verify, ..Config::default() },
+    };
+    match &args.workload {
+        WorkloadArgs::Ycsb(y) => {
+            let variant = Variant::parse(&y.variant).expect("clap checked the variant");
+            let mut cfg = YcsbConfig::defaults(variant);
+            cfg.rows = y.rows.unwrap_or(cfg.rows);
+            cfg.ops = y.ops.unwrap_or(cfg.ops);
+            cfg.read_ratio = y.read_ratio.unwrap_or(cfg.read_ratio);
+            cfg.theta = y.theta.unwrap_or(cfg.theta);
+            cfg.columns = y.columns.unwrap_or(cfg.columns);
+            cfg.column_size = y.column_size.unwrap_or(cfg.column_size);
+            cfg.fine = y.granularity == Granularity::Fine;
+            if let Err(e) = cfg.validate() {
+                return fail(e);
+            }
+            dispatch(&mut Ycsb::new(cfg), c, &opts)
+        }
+        WorkloadArgs::Bank(b) => {
+            if b.accounts < 2 {
+                return fail("--accounts must be at least 2");
+            }
+            if !(0.0..=1.0).contains(&b.audit_ratio) {
+                return fail("--audit-ratio must be between 0 and 1");
+            }
+            let cfg = BankConfig {
+                accounts: b.accounts,
+                audit_ratio: b.audit_ratio,
+                fine: b.granularity == Granularity::Fine,
+                ..BankConfig::default()
+            };
+            dispatch(&mut Bank::new(cfg), c, &opts)
+        }
+    }
+}
+
+fn dispatch<W: Workload>(workload: &mut W, c: &Common, opts: &BenchOptions) -> i32 {
+    match c.protocol {
+        ProtocolName::Occ => run_on::<Occ, W>(workload, c, opts),
+        ProtocolName::Nocc => run_on::<NoCc, W>(workload, c, opts),
+    }
+}
+
+fn run_on<P: Protocol, W: Workload>(workload: &mut W, c: &Common, opts: &BenchOptions) -> i32 {
+    let total_ms = (opts.warmup + opts.duration).as_millis() as u64;
+    let bar = ProgressBar::new(total_ms.max(1));
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {prefix} [{bar:30}] {elapsed}/{duration} {msg}")
+            .expect("valid progress template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(format!("{} on {}", workload.name(), P::NAME));
+    bar.set_message("loading");
+    let warmup = opts.warmup;
+    let mut last = (Duration::ZERO, 0u64);
+    let result = run_bench::<P, W>(workload, opts, |elapsed, committed| {
+        bar.set_position(elapsed.as_millis() as u64);
+        let rate = (committed - last.1) as f64 / (elapsed - last.0).as_secs_f64().max(1e-9);
+        let phase = if elapsed < warmup { "warm-up" } else { "measuring" };
+        bar.set_message(format!("{phase}, {:.0} txn/s", rate));
+        last = (elapsed, committed);
+    });
+    bar.finish_and_clear();
+    let settings = workload.settings();
+    let verified = opts.config.record_history.then(|| {
+        let h = &result.history;
+        (h.len(), phasedb_check::check_serializable(h).map(|_| ()).map_err(|a| a.to_string()))
+    });
+    if c.json {
+        println!("{}", report::json(workload.name(), &result, &settings, opts, verified.as_ref()));
+    } else {
+        print!("{}", report::table(workload.name(), &result, &settings, opts, verified.as_ref()));
+    }
+    let mut code = 0;
+    if let Err(e) = &result.check {
+        eprintln!("error: consistency check failed: {e}");
+        code = 1;
+    }
+    if let Some((_, Err(e))) = &verified {
+        eprintln!("error: history is not serializable: {e}");
+        code = 1;
+    }
+    code
+}

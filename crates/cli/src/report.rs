@@ -1,0 +1,139 @@
+//! Formats a benchmark result as a table for people or as one JSON object for scripts.
+
+use std::fmt::Write;
+
+use phasedb_txn::TypeStats;
+use phasedb_workloads::{BenchOptions, BenchResult};
+use serde_json::{Value, json};
+
+/// A history check: transactions recorded and the verdict.
+pub type Verified = (usize, Result<(), String>);
+
+fn micros(s: &TypeStats, q: f64) -> f64 {
+    if s.latency_ns.is_empty() { 0.0 } else { s.latency_ns.value_at_quantile(q) as f64 / 1000.0 }
+}
+
+fn latency(s: &TypeStats) -> Value {
+    json!({ "p50": micros(s, 0.5), "p99": micros(s, 0.99), "p999": micros(s, 0.999) })
+}
+
+fn type_json(s: &TypeStats, secs: f64) -> Value {
+    json!({
+        "committed": s.committed,
+        "throughput": s.committed as f64 / secs,
+        "abort_rate": s.abort_rate(),
+        "conflicts": s.conflicts,
+        "user_aborts": s.user_aborts,
+        "failures": s.failures,
+        "latency_us": latency(s),
+    })
+}
+
+/// The result as one JSON object.
+pub fn json(
+    workload: &str,
+    r: &BenchResult,
+    settings: &[(&str, String)],
+    opts: &BenchOptions,
+    verified: Option<&Verified>,
+) -> String {
+    let secs = r.measured.as_secs_f64();
+    let total = r.stats.total();
+    let mut per_type = serde_json::Map::new();
+    for (i, name) in r.txn_types.iter().enumerate() {
+        let s = r.stats.types.get(i).cloned().unwrap_or_default();
+        per_type.insert(name.to_string(), type_json(&s, secs));
+    }
+    let mut config = serde_json::Map::new();
+    config.insert("workload".into(), json!(workload));
+    config.insert("protocol".into(), json!(r.protocol));
+    config.insert("threads".into(), json!(opts.threads));
+    config.insert("warmup_s".into(), json!(opts.warmup.as_secs_f64()));
+    config.insert("duration_s".into(), json!(opts.duration.as_secs_f64()));
+    config.insert("seed".into(), json!(opts.seed));
+    for (k, v) in settings {
+        let value = v.parse::<f64>().map(|x| json!(x)).unwrap_or_else(|_| json!(v));
+        config.insert(k.to_string(), value);
+    }
+    let mut out = json!({
+        "workload": workload,
+        "protocol": r.protocol,
+        "throughput": total.committed as f64 / secs,
+        "abort_rate": total.abort_rate(),
+        "committed": total.committed,
+        "conflicts": total.conflicts,
+        "measured_s": secs,
+        "latency_us": latency(&total),
+        "per_type": per_type,
+        "config": config,
+        "load_s": r.load_seconds,
+        "memory_bytes": r.memory_bytes,
+        "check": match &r.check { Ok(()) => json!("ok"), Err(e) => json!(e) },
+    });
+    if let Some((n, verdict)) = verified {
+        out["serializable"] = json!({
+            "transactions": n,
+            "verdict": match verdict { Ok(()) => json!("ok"), Err(e) => json!(e) },
+        });
+    }
+    out.to_string()
+}
+
+/// The result as a table.
+pub fn table(
+    workload: &str,
+    r: &BenchResult,
+    settings: &[(&str, String)],
+    opts: &BenchOptions,
+    verified: Option<&Verified>,
+) -> String {
+    let secs = r.measured.as_secs_f64();
+    let mut out = String::new();
+    let cfg: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let _ = writeln!(
+        out,
+        "{workload} on {} with {} threads, {:.1} s measured after {:.1} s warm-up (seed {})",
+        r.protocol,
+        opts.threads,
+        secs,
+        opts.warmup.as_secs_f64(),
+        opts.seed
+    );
+    let _ = writeln!(out, "  {}", cfg.join(" "));
+    let _ = writeln!(
+        out,
+        "  loaded in {:.2} s; tables hold about {:.1} MiB",
+        r.load_seconds,
+        r.memory_bytes as f64 / (1 << 20) as f64
+    );
+    let _ = writeln!(
+        out,
+        "\n{:<12} {:>12} {:>14} {:>8} {:>10} {:>10} {:>10}",
+        "type", "committed", "txn/s", "abort%", "p50 us", "p99 us", "p999 us"
+    );
+    let mut line = |name: &str, s: &TypeStats| {
+        let _ = writeln!(
+            out,
+            "{:<12} {:>12} {:>14.0} {:>8.2} {:>10.1} {:>10.1} {:>10.1}",
+            name,
+            s.committed,
+            s.committed as f64 / secs,
+            s.abort_rate() * 100.0,
+            micros(s, 0.5),
+            micros(s, 0.99),
+            micros(s, 0.999)
+        );
+    };
+    for (i, name) in r.txn_types.iter().enumerate() {
+        line(name, &r.stats.types.get(i).cloned().unwrap_or_default());
+    }
+    if r.txn_types.len() > 1 {
+        line("total", &r.stats.total());
+    }
+    let _ = writeln!(out, "\nconsistency check: {}", match &r.check { Ok(()) => "ok".to_string(), Err(e) => e.clone() });
+    if let Some((n, verdict)) = verified {
+        let v = match verdict { Ok(()) => "serializable".to_string(), Err(e) => e.clone() };
+        let _ = writeln!(out, "history of {n} transactions: {v}");
+    }
+    out
+}

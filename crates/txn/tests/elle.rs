@@ -1,0 +1,389 @@
+//! Engine histories judged twice: by phasedb's own serializability checker and by the adya crate (an
+//! independent Rust take on Jepsen's Elle), fed through phasedb's Elle EDN exports.
+//!
+//! The main verdict is adya's list-append check, which recovers each item's version order from the
+//! reads; a read-only observer transaction that reads the newest version of every item is added so
+//! that the whole order is visible (it writes nothing, so it cannot create or break a cycle). The
+//! rw-register export hides most of the version order, so adya may only say "unknown" there; it must
+//! never call a serializable history invalid.
+//!
+//! The workloads have no scans: Elle's models have no predicates. A failure names the seed;
+//! `PHASEDB_SEED=<seed>` replays it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Barrier;
+
+use adya::{Opts, Report, Valid, Workload};
+use phasedb_check::{
+    History, ReadEvent, TxnEvent, check_serializable, to_elle_edn, to_elle_list_append_edn,
+};
+use phasedb_storage::{ColumnType, Schema, TableSpec};
+use phasedb_txn::{Config, Database, NoCc, Occ, Protocol, TableId, Tx, TxError, TxResult, columns};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+
+fn seeds(default: &[u64]) -> Vec<u64> {
+    match std::env::var("PHASEDB_SEED") {
+        Ok(s) => vec![s.parse().expect("PHASEDB_SEED is a number")],
+        Err(_) => default.to_vec(),
+    }
+}
+
+/// `h` plus a read-only transaction that reads the newest version of every item: for each item, the
+/// highest version that no other write replaced (0 for items only ever read).
+fn with_observer(h: &History) -> History {
+    let replaced: HashSet<_> = h
+        .txns
+        .iter()
+        .flat_map(|t| &t.writes)
+        .map(|w| (w.item, w.prev))
+        .collect();
+    let mut heads = BTreeMap::new();
+    for t in &h.txns {
+        for r in &t.reads {
+            heads.entry(r.item).or_insert(0);
+        }
+        for w in &t.writes {
+            let head = heads.entry(w.item).or_insert(0);
+            if !replaced.contains(&(w.item, w.version)) {
+                *head = (*head).max(w.version);
+            }
+        }
+    }
+    let mut out = h.clone();
+    out.push(TxnEvent {
+        id: h.txns.iter().map(|t| t.id).max().unwrap_or(0) + 1,
+        worker: h.txns.iter().map(|t| t.worker).max().unwrap_or(0) + 1,
+        reads: heads
+            .into_iter()
+            .map(|(item, version)| ReadEvent { item, version })
+            .collect(),
+        writes: Vec::new(),
+    });
+    out
+}
+
+fn serializable() -> Opts {
+    Opts {
+        models: vec!["serializable".into()],
+        ..Opts::default()
+    }
+}
+
+/// adya's list-append verdict on `h` plus an observer.
+fn adya_list_append(h: &History) -> Report {
+    let edn = to_elle_list_append_edn(&with_observer(h));
+    let parsed = adya::History::from_edn(&edn).expect("adya parses the list-append export");
+    adya::check(&parsed, Workload::ListAppend, &serializable())
+}
+
+/// adya's rw-register verdict on `h` (it knows only that `nil` precedes every written value).
+fn adya_register(h: &History) -> Report {
+    let parsed =
+        adya::History::from_edn(&to_elle_edn(h)).expect("adya parses the rw-register export");
+    adya::check(&parsed, Workload::RwRegister, &serializable())
+}
+
+// ---------------------------------------------------------------------------------------------------
+// OCC: a mixed contended workload must be serializable for both checkers.
+
+const MIXED_KEYS: u64 = 8;
+
+fn open<P: Protocol>(fine: bool, keys: u64, load_every: usize) -> (Database<P>, TableId) {
+    let mut db = Database::<P>::open(Config {
+        record_history: true,
+        ..Config::default()
+    });
+    let schema = Schema::builder()
+        .column("a", ColumnType::U64, 0)
+        .column("b", ColumnType::U64, if fine { 1 } else { 0 })
+        .build()
+        .unwrap();
+    let t = db.create_table(TableSpec::new("kv", schema, keys as usize));
+    for k in (0..keys).step_by(load_every) {
+        db.load(t, k, |r| r.set_u64(0, k)).unwrap();
+    }
+    (db, t)
+}
+
+/// One to five random operations: reads, read-modify-writes, blind writes, inserts, deletes and
+/// (rarely) a user abort. No scans.
+fn mixed_txn<P: Protocol>(tx: &mut Tx<'_, '_, P>, t: TableId, rng: &mut SmallRng) -> TxResult<()> {
+    for _ in 0..rng.random_range(1..6) {
+        // Now and then give the core away mid-transaction, so that transactions interleave even on
+        // two cores.
+        if rng.random_bool(0.05) {
+            std::thread::yield_now();
+        }
+        let key = rng.random_range(0..MIXED_KEYS);
+        let col = rng.random_range(0..2usize);
+        match rng.random_range(0..100) {
+            0..35 => {
+                tx.get_columns(t, key, columns(&[col]))?;
+            }
+            35..60 => {
+                if let Some(v) = tx.get_columns(t, key, columns(&[col]))?.map(|r| r.u64(col)) {
+                    tx.update(t, key, |w| w.set_u64(col, v + 1))?;
+                }
+            }
+            60..72 => {
+                let v = rng.random_range(0..1000);
+                tx.update(t, key, |w| w.set_u64(col, v))?;
+            }
+            72..85 => match tx.insert(t, key, |w| w.set_u64(0, key)) {
+                Err(TxError::DuplicateKey { .. }) => {}
+                r => r?,
+            },
+            85..98 => {
+                tx.delete(t, key)?;
+            }
+            _ => return Err(tx.abort()),
+        }
+    }
+    Ok(())
+}
+
+/// Runs the mixed workload; returns the history and the number of conflicting attempts.
+fn run_mixed<P: Protocol>(seed: u64, threads: usize, txns: usize, fine: bool) -> (History, u64) {
+    let (db, t) = open::<P>(fine, MIXED_KEYS, 2);
+    let start = Barrier::new(threads);
+    let conflicts = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (db, start) = (&db, &start);
+                s.spawn(move || {
+                    let mut rng =
+                        SmallRng::seed_from_u64(seed.wrapping_mul(1000).wrapping_add(i as u64));
+                    let mut w = db.worker();
+                    start.wait();
+                    for _ in 0..txns {
+                        // Every attempt of one transaction replays the same operations.
+                        let mut txn_rng = rng.clone();
+                        let r = w.execute(0, |tx| {
+                            txn_rng = rng.clone();
+                            mixed_txn(tx, t, &mut txn_rng)
+                        });
+                        rng = txn_rng;
+                        assert!(
+                            matches!(r, Ok(()) | Err(TxError::UserAbort)),
+                            "seed {seed}: unexpected {r:?}"
+                        );
+                    }
+                    w.stats().total().conflicts
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker panicked"))
+            .sum()
+    });
+    (db.take_history(), conflicts)
+}
+
+fn occ_agrees_with_adya(fine: bool) {
+    for seed in seeds(&[1, 2]) {
+        let (h, conflicts) = run_mixed::<Occ>(seed, 4, 400, fine);
+        let ctx = format!("occ, fine = {fine}, seed {seed}");
+        eprintln!("{ctx}: {} committed, {conflicts} conflicts", h.len());
+        assert!(conflicts > 0, "{ctx}: no conflict, so no contention");
+        assert!(
+            h.len() > 1200,
+            "{ctx}: only {} transactions committed",
+            h.len()
+        );
+        assert!(
+            h.txns.iter().any(|t| !t.writes.is_empty()),
+            "{ctx}: nothing was written"
+        );
+        if let Err(a) = check_serializable(&h) {
+            panic!("{ctx}: phasedb's checker finds {a}");
+        }
+        let la = adya_list_append(&h);
+        assert_eq!(
+            la.valid,
+            Valid::True,
+            "{ctx}: adya list-append finds {:?}",
+            la.anomaly_types
+        );
+        let reg = adya_register(&h);
+        assert_ne!(
+            reg.valid,
+            Valid::False,
+            "{ctx}: adya rw-register finds {:?}",
+            reg.anomaly_types
+        );
+    }
+}
+
+#[test]
+fn occ_is_serializable_for_adya_coarse() {
+    occ_agrees_with_adya(false);
+}
+
+#[test]
+fn occ_is_serializable_for_adya_fine() {
+    occ_agrees_with_adya(true);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// NoCc: counters incremented without concurrency control lose updates; both checkers must agree on
+// every history, anomalous or not.
+
+/// One run of increments: `threads` workers each commit `txns` transactions incrementing one or two
+/// distinct counters of `keys`.
+struct Increments {
+    threads: usize,
+    keys: u64,
+    txns: usize,
+}
+
+/// Runs the increments; returns the history, the number of increments committed and the sum of the
+/// counters at the end.
+fn run_increments(seed: u64, cfg: &Increments) -> (History, u64, u64) {
+    let (db, t) = open::<NoCc>(false, cfg.keys, 1);
+    let start = Barrier::new(cfg.threads);
+    let increments: u64 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..cfg.threads)
+            .map(|i| {
+                let (db, start) = (&db, &start);
+                s.spawn(move || {
+                    let mut rng =
+                        SmallRng::seed_from_u64(seed.wrapping_mul(1000).wrapping_add(i as u64));
+                    let mut w = db.worker();
+                    start.wait();
+                    let mut done = 0;
+                    for _ in 0..cfg.txns {
+                        let a = rng.random_range(0..cfg.keys);
+                        let b = (cfg.keys > 1 && rng.random_bool(0.5))
+                            .then(|| (a + rng.random_range(1..cfg.keys)) % cfg.keys);
+                        // Sometimes give the core away between a read and its write, which is where
+                        // a concurrent increment gets lost.
+                        let pause = rng.random_bool(0.1);
+                        let n = w
+                            .execute(0, |tx| {
+                                let mut n = 0;
+                                for k in std::iter::once(a).chain(b) {
+                                    let v = tx
+                                        .get_columns(t, k, columns(&[0]))?
+                                        .expect("counters exist")
+                                        .u64(0);
+                                    if pause {
+                                        std::thread::yield_now();
+                                    }
+                                    assert!(
+                                        tx.update(t, k, |w| w.set_u64(0, v + 1))?,
+                                        "counter {k} exists"
+                                    );
+                                    n += 1;
+                                }
+                                Ok(n)
+                            })
+                            .unwrap_or_else(|e| panic!("seed {seed}: increment failed: {e}"));
+                        done += n;
+                    }
+                    done
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker panicked"))
+            .sum()
+    });
+    let history = db.take_history();
+    let initial: u64 = (0..cfg.keys).sum();
+    let total = db
+        .execute(|tx| {
+            let mut sum = 0;
+            for k in 0..cfg.keys {
+                sum += tx.get(t, k)?.expect("counters exist").u64(0);
+            }
+            Ok(sum)
+        })
+        .unwrap();
+    (history, increments, total - initial)
+}
+
+#[test]
+fn nocc_verdicts_agree_with_adya() {
+    let runs = [
+        // Heavy contention: lost updates are all but certain.
+        Increments {
+            threads: 4,
+            keys: 3,
+            txns: 400,
+        },
+        Increments {
+            threads: 4,
+            keys: 4,
+            txns: 400,
+        },
+        // One thread: serial, so valid for both.
+        Increments {
+            threads: 1,
+            keys: 3,
+            txns: 400,
+        },
+        // Light contention: either verdict, as long as both checkers give it.
+        Increments {
+            threads: 2,
+            keys: 64,
+            txns: 100,
+        },
+    ];
+    let mut anomalous = 0;
+    let mut valid = 0;
+    for seed in seeds(&[21, 22, 23]) {
+        for cfg in &runs {
+            let ctx = format!(
+                "nocc, {} threads on {} keys, seed {seed}",
+                cfg.threads, cfg.keys
+            );
+            let (h, increments, counted) = run_increments(seed, cfg);
+            assert_eq!(
+                h.len(),
+                cfg.threads * cfg.txns,
+                "{ctx}: every increment commits"
+            );
+            let ours = check_serializable(&h);
+            eprintln!(
+                "{ctx}: {increments} increments, {counted} counted, phasedb: {:?}",
+                ours.as_ref().err().map(|e| e.to_string())
+            );
+            let theirs = adya_list_append(&h);
+            assert_ne!(
+                theirs.valid,
+                Valid::Unknown,
+                "{ctx}: adya cannot decide: {:?}",
+                theirs.anomaly_types
+            );
+            assert_eq!(
+                ours.is_ok(),
+                theirs.valid == Valid::True,
+                "{ctx}: phasedb says {:?}, adya says {:?}",
+                ours.as_ref().map(|_| ()).map_err(|e| e.to_string()),
+                theirs.anomaly_types
+            );
+            // A serializable history of increments loses none.
+            if ours.is_ok() {
+                assert_eq!(
+                    counted, increments,
+                    "{ctx}: a history judged serializable lost increments"
+                );
+                valid += 1;
+            } else {
+                anomalous += 1;
+            }
+            if cfg.threads == 1 {
+                assert!(
+                    ours.is_ok(),
+                    "{ctx}: a serial history is anomalous: {}",
+                    ours.unwrap_err()
+                );
+            }
+        }
+    }
+    assert!(anomalous > 0, "no nocc history was anomalous");
+    assert!(valid > 0, "no nocc history was serializable");
+}
