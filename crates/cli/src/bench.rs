@@ -119,13 +119,20 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
 /// Runs `phasedb bench`; returns the process exit code.
 pub fn run(args: BenchArgs) -> i32 {
     let c = &args.common;
-    let threads = c.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = c
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     if threads == 0 || threads > phasedb_txn::MAX_WORKERS {
-        return fail(format!("--threads must be between 1 and {}", phasedb_txn::MAX_WORKERS));
+        return fail(format!(
+            "--threads must be between 1 and {}",
+            phasedb_txn::MAX_WORKERS
+        ));
     }
     for (name, v) in [("--duration", c.duration), ("--warmup", c.warmup)] {
-        if !v.is_finite() || v < 0.0 || v > 86_400.0 {
-            return fail(format!("{name} must be a number of seconds between 0 and 86400"));
+        if !v.is_finite() || !(0.0..=86_400.0).contains(&v) {
+            return fail(format!(
+                "{name} must be a number of seconds between 0 and 86400"
+            ));
         }
     }
     if c.duration <= 0.0 {
@@ -136,7 +143,10 @@ pub fn run(args: BenchArgs) -> i32 {
         warmup: Duration::from_secs_f64(c.warmup),
         duration: Duration::from_secs_f64(c.duration),
         seed: c.seed,
-        config: Config { record_history: c.verify, ..Config::default() },
+        config: Config {
+            record_history: c.verify,
+            ..Config::default()
+        },
     };
     match &args.workload {
         WorkloadArgs::Ycsb(y) => {
@@ -194,7 +204,11 @@ fn run_on<P: Protocol, W: Workload>(workload: &mut W, c: &Common, opts: &BenchOp
     let result = run_bench::<P, W>(workload, opts, |elapsed, committed| {
         bar.set_position(elapsed.as_millis() as u64);
         let rate = (committed - last.1) as f64 / (elapsed - last.0).as_secs_f64().max(1e-9);
-        let phase = if elapsed < warmup { "warm-up" } else { "measuring" };
+        let phase = if elapsed < warmup {
+            "warm-up"
+        } else {
+            "measuring"
+        };
         bar.set_message(format!("{phase}, {:.0} txn/s", rate));
         last = (elapsed, committed);
     });
@@ -202,12 +216,23 @@ fn run_on<P: Protocol, W: Workload>(workload: &mut W, c: &Common, opts: &BenchOp
     let settings = workload.settings();
     let verified = opts.config.record_history.then(|| {
         let h = &result.history;
-        (h.len(), phasedb_check::check_serializable(h).map(|_| ()).map_err(|a| a.to_string()))
+        (
+            h.len(),
+            phasedb_check::check_serializable(h)
+                .map(|_| ())
+                .map_err(|a| a.to_string()),
+        )
     });
     if c.json {
-        println!("{}", report::json(workload.name(), &result, &settings, opts, verified.as_ref()));
+        println!(
+            "{}",
+            report::json(workload.name(), &result, &settings, opts, verified.as_ref())
+        );
     } else {
-        print!("{}", report::table(workload.name(), &result, &settings, opts, verified.as_ref()));
+        print!(
+            "{}",
+            report::table(workload.name(), &result, &settings, opts, verified.as_ref())
+        );
     }
     let mut code = 0;
     if let Err(e) = &result.check {

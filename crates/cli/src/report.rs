@@ -10,7 +10,11 @@ use serde_json::{Value, json};
 pub type Verified = (usize, Result<(), String>);
 
 fn micros(s: &TypeStats, q: f64) -> f64 {
-    if s.latency_ns.is_empty() { 0.0 } else { s.latency_ns.value_at_quantile(q) as f64 / 1000.0 }
+    if s.latency_ns.is_empty() {
+        0.0
+    } else {
+        s.latency_ns.value_at_quantile(q) as f64 / 1000.0
+    }
 }
 
 fn latency(s: &TypeStats) -> Value {
@@ -52,7 +56,10 @@ pub fn json(
     config.insert("duration_s".into(), json!(opts.duration.as_secs_f64()));
     config.insert("seed".into(), json!(opts.seed));
     for (k, v) in settings {
-        let value = v.parse::<f64>().map(|x| json!(x)).unwrap_or_else(|_| json!(v));
+        let value = v
+            .parse::<f64>()
+            .map(|x| json!(x))
+            .unwrap_or_else(|_| json!(v));
         config.insert(k.to_string(), value);
     }
     let mut out = json!({
@@ -130,9 +137,19 @@ pub fn table(
     if r.txn_types.len() > 1 {
         line("total", &r.stats.total());
     }
-    let _ = writeln!(out, "\nconsistency check: {}", match &r.check { Ok(()) => "ok".to_string(), Err(e) => e.clone() });
+    let _ = writeln!(
+        out,
+        "\nconsistency check: {}",
+        match &r.check {
+            Ok(()) => "ok".to_string(),
+            Err(e) => e.clone(),
+        }
+    );
     if let Some((n, verdict)) = verified {
-        let v = match verdict { Ok(()) => "serializable".to_string(), Err(e) => e.clone() };
+        let v = match verdict {
+            Ok(()) => "serializable".to_string(),
+            Err(e) => e.clone(),
+        };
         let _ = writeln!(out, "history of {n} transactions: {v}");
     }
     out

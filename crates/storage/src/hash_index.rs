@@ -52,8 +52,16 @@ fn hash(key: u64) -> u64 {
 impl Slots {
     fn with_capacity(cap: usize) -> Box<Slots> {
         let cap = cap.next_power_of_two().max(16);
-        let slots = (0..cap).map(|_| Slot { key: AtomicU64::new(0), value: AtomicUsize::new(EMPTY) }).collect();
-        Box::new(Slots { mask: cap - 1, slots })
+        let slots = (0..cap)
+            .map(|_| Slot {
+                key: AtomicU64::new(0),
+                value: AtomicUsize::new(EMPTY),
+            })
+            .collect();
+        Box::new(Slots {
+            mask: cap - 1,
+            slots,
+        })
     }
 
     #[inline]
@@ -129,13 +137,21 @@ impl HashIndex {
 
     /// Runs `f` with exclusive insert/remove rights over `key`'s shard; `f` receives the current value
     /// and may return a new value to insert when there was none. Returns what `f` returned.
-    pub fn upsert_with<R>(&self, key: u64, guard: &Guard, f: impl FnOnce(Option<usize>) -> (Option<usize>, R)) -> R {
+    pub fn upsert_with<R>(
+        &self,
+        key: u64,
+        guard: &Guard,
+        f: impl FnOnce(Option<usize>) -> (Option<usize>, R),
+    ) -> R {
         let h = hash(key);
         let shard = self.shard(h);
         let mut counts = shard.writer.lock();
         // SAFETY: under the shard lock the slot array cannot be replaced.
         let slots = unsafe { &*shard.slots.load(Ordering::Acquire) };
-        let current = slots.find(key, h).map(|s| s.value.load(Ordering::Acquire)).filter(|&v| v != TOMBSTONE);
+        let current = slots
+            .find(key, h)
+            .map(|s| s.value.load(Ordering::Acquire))
+            .filter(|&v| v != TOMBSTONE);
         let (insert, result) = f(current);
         if let Some(value) = insert {
             debug_assert!(current.is_none() && value > TOMBSTONE);

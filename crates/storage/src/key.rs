@@ -20,7 +20,10 @@ impl CompositeKey {
         debug_assert!(bits > 0 && self.bits + bits <= 64);
         debug_assert!(bits == 64 || value < (1u64 << bits));
         let shifted = if bits == 64 { 0 } else { self.value << bits };
-        CompositeKey { value: shifted | value, bits: self.bits + bits }
+        CompositeKey {
+            value: shifted | value,
+            bits: self.bits + bits,
+        }
     }
 
     /// The key, left-aligned so that a key with trailing fields omitted sorts before all its extensions
@@ -42,14 +45,23 @@ mod tests {
 
     #[test]
     fn composite_keys_sort_like_tuples() {
-        let k = |w, d, o| CompositeKey::new().field(w, 16).field(d, 8).field(o, 32).key();
-        let mut tuples = vec![(2, 1, 5), (1, 9, 7), (1, 9, 3), (2, 0, 100), (1, 10, 0)];
+        let k = |w, d, o| {
+            CompositeKey::new()
+                .field(w, 16)
+                .field(d, 8)
+                .field(o, 32)
+                .key()
+        };
+        let mut tuples = [(2, 1, 5), (1, 9, 7), (1, 9, 3), (2, 0, 100), (1, 10, 0)];
         let mut keys: Vec<u64> = tuples.iter().map(|&(w, d, o)| k(w, d, o)).collect();
         tuples.sort();
         keys.sort();
         let expect: Vec<u64> = tuples.iter().map(|&(w, d, o)| k(w, d, o)).collect();
         assert_eq!(keys, expect);
         let prefix = CompositeKey::new().field(1, 16).field(9, 8).key();
-        assert!(prefix <= k(1, 9, 0) && k(1, 9, u32::MAX as u64) < CompositeKey::new().field(1, 16).field(10, 8).key());
+        assert!(
+            prefix <= k(1, 9, 0)
+                && k(1, 9, u32::MAX as u64) < CompositeKey::new().field(1, 16).field(10, 8).key()
+        );
     }
 }

@@ -7,7 +7,9 @@ pub struct OrderedIndex {
 
 impl Default for OrderedIndex {
     fn default() -> Self {
-        OrderedIndex { tree: TreeIndex::new() }
+        OrderedIndex {
+            tree: TreeIndex::new(),
+        }
     }
 }
 

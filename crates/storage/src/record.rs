@@ -26,7 +26,13 @@ impl RecordLayout {
         let (l, meta_offset) = head.extend(metas).expect("record fits in memory");
         let words = Layout::array::<AtomicU64>(schema.row_words()).expect("row fits in memory");
         let (l, data_offset) = l.extend(words).expect("record fits in memory");
-        RecordLayout { meta_offset, data_offset, groups, row_words: schema.row_words(), layout: l.pad_to_align() }
+        RecordLayout {
+            meta_offset,
+            data_offset,
+            groups,
+            row_words: schema.row_words(),
+            layout: l.pad_to_align(),
+        }
     }
 
     /// Bytes one record occupies (before allocator overhead).
@@ -76,7 +82,9 @@ impl<M> RecordPtr<M> {
         // before the pointer is returned.
         unsafe {
             let raw = alloc(layout.layout);
-            let Some(ptr) = NonNull::new(raw) else { std::alloc::handle_alloc_error(layout.layout) };
+            let Some(ptr) = NonNull::new(raw) else {
+                std::alloc::handle_alloc_error(layout.layout)
+            };
             ptr.as_ptr().cast::<u64>().write(key);
             let metas = ptr.as_ptr().add(layout.meta_offset).cast::<M>();
             for g in 0..layout.groups {
@@ -87,7 +95,10 @@ impl<M> RecordPtr<M> {
                 let v = row.map_or(0, |r| r[w]);
                 words.add(w).write(AtomicU64::new(v));
             }
-            RecordPtr { ptr, _meta: PhantomData }
+            RecordPtr {
+                ptr,
+                _meta: PhantomData,
+            }
         }
     }
 
@@ -115,7 +126,10 @@ impl<M> RecordPtr<M> {
     /// `addr` must come from [`RecordPtr::addr`] of a live record.
     pub(crate) unsafe fn from_addr(addr: usize) -> RecordPtr<M> {
         // SAFETY: the caller passes an address taken from a live record, which is non-null.
-        RecordPtr { ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) }, _meta: PhantomData }
+        RecordPtr {
+            ptr: unsafe { NonNull::new_unchecked(addr as *mut u8) },
+            _meta: PhantomData,
+        }
     }
 
     /// The record's primary key.
@@ -138,7 +152,13 @@ impl<M> RecordPtr<M> {
     pub fn words(&self, layout: &RecordLayout) -> &[AtomicU64] {
         // SAFETY: the words were initialised at allocation and live as long as the record.
         unsafe {
-            std::slice::from_raw_parts(self.ptr.as_ptr().add(layout.data_offset).cast::<AtomicU64>(), layout.row_words)
+            std::slice::from_raw_parts(
+                self.ptr
+                    .as_ptr()
+                    .add(layout.data_offset)
+                    .cast::<AtomicU64>(),
+                layout.row_words,
+            )
         }
     }
 
@@ -168,7 +188,13 @@ impl<M> RecordPtr<M> {
 
     /// Writes the columns in `columns` of row image `src` into the record. The caller holds whatever
     /// excludes other writers of the groups involved.
-    pub fn install_columns(&self, layout: &RecordLayout, schema: &Schema, columns: u64, src: &[u64]) {
+    pub fn install_columns(
+        &self,
+        layout: &RecordLayout,
+        schema: &Schema,
+        columns: u64,
+        src: &[u64],
+    ) {
         let words = self.words(layout);
         for group in schema.groups() {
             let cols = group.columns & columns;

@@ -24,7 +24,11 @@ pub(crate) fn column_word_mask(schema: &Schema, c: ColumnId, w: usize) -> u64 {
     let col = schema.column(c);
     let lo = col.offset.max(w * 8) - w * 8;
     let hi = (col.offset + col.ty.width()).min(w * 8 + 8) - w * 8;
-    if hi - lo == 8 { u64::MAX } else { ((1u64 << ((hi - lo) * 8)) - 1) << (lo * 8) }
+    if hi - lo == 8 {
+        u64::MAX
+    } else {
+        ((1u64 << ((hi - lo) * 8)) - 1) << (lo * 8)
+    }
 }
 
 /// Copies the columns in `columns` from row image `src` into row image `dst`, leaving other bytes.

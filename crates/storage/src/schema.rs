@@ -115,7 +115,11 @@ impl Schema {
 
     /// Bit mask of every column.
     pub fn all_columns(&self) -> u64 {
-        if self.columns.len() == 64 { u64::MAX } else { (1u64 << self.columns.len()) - 1 }
+        if self.columns.len() == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.columns.len()) - 1
+        }
     }
 
     /// Bit mask of every group.
@@ -140,7 +144,8 @@ impl Schema {
         for c in &self.columns {
             b = b.column(&c.name, c.ty, 0);
         }
-        b.build().expect("a valid schema stays valid when its groups are merged")
+        b.build()
+            .expect("a valid schema stays valid when its groups are merged")
     }
 }
 
@@ -180,7 +185,12 @@ impl SchemaBuilder {
         let mut columns: Vec<Column> = self
             .columns
             .iter()
-            .map(|(name, ty, group)| Column { name: name.clone(), ty: *ty, group: *group, offset: 0 })
+            .map(|(name, ty, group)| Column {
+                name: name.clone(),
+                ty: *ty,
+                group: *group,
+                offset: 0,
+            })
             .collect();
         let mut groups = Vec::with_capacity(n_groups);
         let mut word = 0;
@@ -196,10 +206,18 @@ impl SchemaBuilder {
                 return Err(SchemaError::EmptyGroup(g));
             }
             let words = bytes.div_ceil(8);
-            groups.push(Group { word, words, columns: mask });
+            groups.push(Group {
+                word,
+                words,
+                columns: mask,
+            });
             word += words;
         }
-        Ok(Schema { columns, groups, row_words: word })
+        Ok(Schema {
+            columns,
+            groups,
+            row_words: word,
+        })
     }
 }
 
@@ -216,8 +234,22 @@ mod tests {
             .column("d", ColumnType::U64, 1)
             .build()
             .unwrap();
-        assert_eq!(s.groups()[0], Group { word: 0, words: 3, columns: 0b0101 });
-        assert_eq!(s.groups()[1], Group { word: 3, words: 3, columns: 0b1010 });
+        assert_eq!(
+            s.groups()[0],
+            Group {
+                word: 0,
+                words: 3,
+                columns: 0b0101
+            }
+        );
+        assert_eq!(
+            s.groups()[1],
+            Group {
+                word: 3,
+                words: 3,
+                columns: 0b1010
+            }
+        );
         assert_eq!(s.column(2).offset, 10);
         assert_eq!(s.column(1).offset, 24);
         assert_eq!(s.column(3).offset, 34);
@@ -232,9 +264,14 @@ mod tests {
         assert_eq!(Schema::builder().build().unwrap_err(), SchemaError::Empty);
         let gap = Schema::builder().column("a", ColumnType::U64, 1).build();
         assert_eq!(gap.unwrap_err(), SchemaError::EmptyGroup(0));
-        let dup = Schema::builder().column("a", ColumnType::U64, 0).column("a", ColumnType::U64, 0).build();
+        let dup = Schema::builder()
+            .column("a", ColumnType::U64, 0)
+            .column("a", ColumnType::U64, 0)
+            .build();
         assert!(matches!(dup, Err(SchemaError::DuplicateName(_))));
-        let zero = Schema::builder().column("a", ColumnType::Fixed(0), 0).build();
+        let zero = Schema::builder()
+            .column("a", ColumnType::Fixed(0), 0)
+            .build();
         assert!(matches!(zero, Err(SchemaError::ZeroWidth(_))));
     }
 }

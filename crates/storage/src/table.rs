@@ -22,7 +22,12 @@ pub struct TableSpec {
 impl TableSpec {
     /// A table with a hash index only.
     pub fn new(name: &str, schema: Schema, capacity: usize) -> TableSpec {
-        TableSpec { name: name.to_string(), schema, capacity, ordered: false }
+        TableSpec {
+            name: name.to_string(),
+            schema,
+            capacity,
+            ordered: false,
+        }
     }
 
     /// Also keep an ordered index, for range scans.
@@ -101,7 +106,9 @@ impl<M: Send + Sync> Table<M> {
     #[inline]
     pub fn get(&self, key: u64, guard: &Guard) -> Option<RecordPtr<M>> {
         // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
-        self.hash.get(key, guard).map(|a| unsafe { RecordPtr::from_addr(a) })
+        self.hash
+            .get(key, guard)
+            .map(|a| unsafe { RecordPtr::from_addr(a) })
     }
 
     /// Starts loading the index slot of `key` into the cache (first step of a batched lookup).
@@ -130,12 +137,18 @@ impl<M: Send + Sync> Table<M> {
     ) -> InsertOutcome<M> {
         self.hash.upsert_with(key, guard, |current| match current {
             // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
-            Some(addr) => (None, InsertOutcome::Exists(unsafe { RecordPtr::from_addr(addr) })),
+            Some(addr) => (
+                None,
+                InsertOutcome::Exists(unsafe { RecordPtr::from_addr(addr) }),
+            ),
             None => {
                 let rec = RecordPtr::allocate(&self.layout, key, meta, row);
                 if let Some(ordered) = &self.ordered {
                     let fresh = ordered.insert(key, rec.addr());
-                    debug_assert!(fresh, "ordered index agrees with the hash index under the shard lock");
+                    debug_assert!(
+                        fresh,
+                        "ordered index agrees with the hash index under the shard lock"
+                    );
                 }
                 (Some(rec.addr()), InsertOutcome::Inserted(rec))
             }
@@ -155,11 +168,17 @@ impl<M: Send + Sync> Table<M> {
     ) -> bool {
         // SAFETY: `decide` is called only while the index maps `key` to `addr`, so the record is linked.
         let rec = || unsafe { RecordPtr::from_addr(addr) };
-        let removed = self.hash.remove_if(key, addr, guard, || decide(rec()), || {
-            if let Some(ordered) = &self.ordered {
-                ordered.remove(key, addr);
-            }
-        });
+        let removed = self.hash.remove_if(
+            key,
+            addr,
+            guard,
+            || decide(rec()),
+            || {
+                if let Some(ordered) = &self.ordered {
+                    ordered.remove(key, addr);
+                }
+            },
+        );
         if removed {
             let layout = self.layout;
             let rec = rec();
@@ -173,7 +192,10 @@ impl<M: Send + Sync> Table<M> {
     /// Calls `f` on the records with keys in `lo..=hi`, in key order, until it returns false.
     /// Panics if the table has no ordered index.
     pub fn scan(&self, lo: u64, hi: u64, _guard: &Guard, mut f: impl FnMut(RecordPtr<M>) -> bool) {
-        let ordered = self.ordered.as_ref().unwrap_or_else(|| panic!("table `{}` has no ordered index", self.name));
+        let ordered = self
+            .ordered
+            .as_ref()
+            .unwrap_or_else(|| panic!("table `{}` has no ordered index", self.name));
         // SAFETY: the index holds addresses of linked records, kept alive by `_guard`.
         ordered.scan(lo, hi, |_, addr| f(unsafe { RecordPtr::from_addr(addr) }));
     }
@@ -181,7 +203,8 @@ impl<M: Send + Sync> Table<M> {
     /// Calls `f` on every linked record, in no particular order.
     pub fn for_each(&self, guard: &Guard, mut f: impl FnMut(RecordPtr<M>)) {
         // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
-        self.hash.for_each(guard, |_, addr| f(unsafe { RecordPtr::from_addr(addr) }));
+        self.hash
+            .for_each(guard, |_, addr| f(unsafe { RecordPtr::from_addr(addr) }));
     }
 
     /// Number of linked records.
@@ -218,7 +241,10 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     fn table(ordered: bool) -> Table<AtomicU64> {
-        let schema = Schema::builder().column("v", ColumnType::U64, 0).build().unwrap();
+        let schema = Schema::builder()
+            .column("v", ColumnType::U64, 0)
+            .build()
+            .unwrap();
         let mut spec = TableSpec::new("t", schema, 4);
         spec.ordered = ordered;
         Table::new(0, spec)
@@ -234,7 +260,10 @@ mod tests {
                 InsertOutcome::Exists(_) => panic!("fresh key"),
             }
         }
-        assert!(matches!(t.insert_with(5, &guard, |_| AtomicU64::new(0), None), InsertOutcome::Exists(_)));
+        assert!(matches!(
+            t.insert_with(5, &guard, |_| AtomicU64::new(0), None),
+            InsertOutcome::Exists(_)
+        ));
         let r = t.get(9, &guard).unwrap();
         assert_eq!(r.meta(t.layout(), 0).load(Ordering::Relaxed), 9);
         assert_eq!(r.words(t.layout())[0].load(Ordering::Relaxed), 90);

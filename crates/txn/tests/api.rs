@@ -165,7 +165,7 @@ fn fine_grained_writes_bump_only_their_groups() {
     let reader_commits = w
         .execute(0, |tx| {
             let a = tx.get_columns(t, 10, columns(&[0]))?.unwrap().u64(0);
-            db.execute(|other| Ok(other.update(t, 10, |w| w.set_i64(2, 7))?))
+            db.execute(|other| other.update(t, 10, |w| w.set_i64(2, 7)))
                 .unwrap();
             Ok(a)
         })
@@ -179,7 +179,7 @@ fn fine_grained_writes_bump_only_their_groups() {
             let b = tx.get_columns(t, 10, columns(&[2]))?.unwrap().i64(2);
             if first {
                 first = false;
-                db.execute(|other| Ok(other.update(t, 10, |w| w.set_i64(2, 8))?))
+                db.execute(|other| other.update(t, 10, |w| w.set_i64(2, 8)))
                     .unwrap();
             }
             tx.update(t, 20, |w| w.set_i64(2, b))?;

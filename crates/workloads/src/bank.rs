@@ -24,7 +24,12 @@ pub struct BankConfig {
 
 impl Default for BankConfig {
     fn default() -> Self {
-        BankConfig { accounts: 1000, initial_balance: 1000, audit_ratio: 0.01, fine: false }
+        BankConfig {
+            accounts: 1000,
+            initial_balance: 1000,
+            audit_ratio: 0.01,
+            fine: false,
+        }
     }
 }
 
@@ -46,7 +51,11 @@ pub struct BankThread {
 impl Bank {
     /// A bank with settings `cfg`.
     pub fn new(cfg: BankConfig) -> Bank {
-        Bank { cfg, table: 0, violations: AtomicU64::new(0) }
+        Bank {
+            cfg,
+            table: 0,
+            violations: AtomicU64::new(0),
+        }
     }
 
     /// Audits that saw a total other than the initial one.
@@ -87,10 +96,15 @@ impl Workload for Bank {
     fn setup<P: Protocol>(&mut self, db: &mut Database<P>) {
         let schema = Schema::builder()
             .column("balance", ColumnType::I64, 0)
-            .column("owner", ColumnType::Bounded(16), if self.cfg.fine { 1 } else { 0 })
+            .column(
+                "owner",
+                ColumnType::Bounded(16),
+                if self.cfg.fine { 1 } else { 0 },
+            )
             .build()
             .expect("the bank schema is valid");
-        self.table = db.create_table(TableSpec::new("accounts", schema, self.cfg.accounts as usize).ordered());
+        self.table = db
+            .create_table(TableSpec::new("accounts", schema, self.cfg.accounts as usize).ordered());
         for a in 0..self.cfg.accounts {
             db.load(self.table, a, |r| {
                 r.set_i64(BALANCE, self.cfg.initial_balance);
@@ -101,10 +115,16 @@ impl Workload for Bank {
     }
 
     fn thread(&self, index: usize, seed: u64) -> BankThread {
-        BankThread { rng: SmallRng::seed_from_u64(seed.wrapping_add(index as u64 * 7919)) }
+        BankThread {
+            rng: SmallRng::seed_from_u64(seed.wrapping_add(index as u64 * 7919)),
+        }
     }
 
-    fn run_one<P: Protocol>(&self, th: &mut BankThread, worker: &mut Worker<'_, P>) -> TxResult<()> {
+    fn run_one<P: Protocol>(
+        &self,
+        th: &mut BankThread,
+        worker: &mut Worker<'_, P>,
+    ) -> TxResult<()> {
         let t = self.table;
         if th.rng.random_bool(self.cfg.audit_ratio) {
             let sum = worker.execute(1, |tx| {
@@ -127,11 +147,17 @@ impl Workload for Bank {
         }
         let amount = th.rng.random_range(1..=self.cfg.initial_balance / 2);
         let r = worker.execute(0, |tx| {
-            let a = tx.get_columns(t, from, columns(&[BALANCE]))?.ok_or(TxError::Invalid("missing account"))?.i64(BALANCE);
+            let a = tx
+                .get_columns(t, from, columns(&[BALANCE]))?
+                .ok_or(TxError::Invalid("missing account"))?
+                .i64(BALANCE);
             if a < amount {
                 return Err(tx.abort());
             }
-            let b = tx.get_columns(t, to, columns(&[BALANCE]))?.ok_or(TxError::Invalid("missing account"))?.i64(BALANCE);
+            let b = tx
+                .get_columns(t, to, columns(&[BALANCE]))?
+                .ok_or(TxError::Invalid("missing account"))?
+                .i64(BALANCE);
             tx.update(t, from, |w| w.set_i64(BALANCE, a - amount))?;
             tx.update(t, to, |w| w.set_i64(BALANCE, b + amount))?;
             Ok(())
@@ -145,11 +171,17 @@ impl Workload for Bank {
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {
         let total = self.total(db);
         if total != self.expected_total() {
-            return Err(format!("total balance is {total}, expected {}", self.expected_total()));
+            return Err(format!(
+                "total balance is {total}, expected {}",
+                self.expected_total()
+            ));
         }
         match self.violations() {
             0 => Ok(()),
-            v => Err(format!("{v} audits saw a total other than {}", self.expected_total())),
+            v => Err(format!(
+                "{v} audits saw a total other than {}",
+                self.expected_total()
+            )),
         }
     }
 
@@ -158,7 +190,10 @@ impl Workload for Bank {
             ("accounts", self.cfg.accounts.to_string()),
             ("initial_balance", self.cfg.initial_balance.to_string()),
             ("audit_ratio", self.cfg.audit_ratio.to_string()),
-            ("granularity", if self.cfg.fine { "fine" } else { "coarse" }.into()),
+            (
+                "granularity",
+                if self.cfg.fine { "fine" } else { "coarse" }.into(),
+            ),
         ]
     }
 }

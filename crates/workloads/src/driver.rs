@@ -60,7 +60,9 @@ pub fn run_bench<P: Protocol, W: Workload>(
     let load_seconds = load_start.elapsed().as_secs_f64();
     let workload = &*workload;
     let phase = AtomicU8::new(WARMUP);
-    let counters: Vec<CachePadded<AtomicU64>> = (0..opts.threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
+    let counters: Vec<CachePadded<AtomicU64>> = (0..opts.threads)
+        .map(|_| CachePadded::new(AtomicU64::new(0)))
+        .collect();
     let ready = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
     let mut measured = Duration::ZERO;
@@ -68,7 +70,8 @@ pub fn run_bench<P: Protocol, W: Workload>(
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..opts.threads)
             .map(|i| {
-                let (db, phase, counters, ready, failed) = (&db, &phase, &counters, &ready, &failed);
+                let (db, phase, counters, ready, failed) =
+                    (&db, &phase, &counters, &ready, &failed);
                 s.spawn(move || {
                     let mut worker = db.worker();
                     counters[i].store(0, Ordering::Relaxed);
@@ -85,11 +88,11 @@ pub fn run_bench<P: Protocol, W: Workload>(
                             measuring = true;
                             worker.stats_mut().reset();
                         }
-                        if let Err(e) = workload.run_one(&mut th, &mut worker) {
-                            if !matches!(e, phasedb_txn::TxError::UserAbort) {
-                                eprintln!("worker {i}: transaction failed: {e}");
-                                failed.store(true, Ordering::Relaxed);
-                            }
+                        if let Err(e) = workload.run_one(&mut th, &mut worker)
+                            && !matches!(e, phasedb_txn::TxError::UserAbort)
+                        {
+                            eprintln!("worker {i}: transaction failed: {e}");
+                            failed.store(true, Ordering::Relaxed);
                         }
                         done += 1;
                         counters[i].store(done, Ordering::Relaxed);
@@ -102,7 +105,12 @@ pub fn run_bench<P: Protocol, W: Workload>(
             std::thread::yield_now();
         }
         let start = Instant::now();
-        let sum = || counters.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>();
+        let sum = || {
+            counters
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .sum::<u64>()
+        };
         let tick = Duration::from_millis(100);
         while start.elapsed() < opts.warmup {
             std::thread::sleep(tick.min(opts.warmup.saturating_sub(start.elapsed())));

@@ -30,7 +30,11 @@ pub trait Workload: Sync {
     fn thread(&self, index: usize, seed: u64) -> Self::Thread;
 
     /// Generates and runs one transaction on `worker`.
-    fn run_one<P: Protocol>(&self, thread: &mut Self::Thread, worker: &mut Worker<'_, P>) -> TxResult<()>;
+    fn run_one<P: Protocol>(
+        &self,
+        thread: &mut Self::Thread,
+        worker: &mut Worker<'_, P>,
+    ) -> TxResult<()>;
 
     /// Checks the workload's consistency conditions after a run.
     fn check<P: Protocol>(&self, _db: &Database<P>) -> Result<(), String> {

@@ -107,7 +107,10 @@ impl YcsbConfig {
             return Err("--column-size must be between 1 and 4096 bytes".into());
         }
         if self.ops == 0 || self.ops as u64 > self.rows {
-            return Err(format!("--ops must be between 1 and --rows ({})", self.rows));
+            return Err(format!(
+                "--ops must be between 1 and --rows ({})",
+                self.rows
+            ));
         }
         if !(0.0..=1.0).contains(&self.read_ratio) {
             return Err("--read-ratio must be between 0 and 1".into());
@@ -145,15 +148,27 @@ impl Ycsb {
     /// A workload with settings `cfg` (validated by the caller).
     pub fn new(cfg: YcsbConfig) -> Ycsb {
         let zipf = (cfg.theta > 0.0).then(|| Zipf::new(cfg.rows, cfg.theta));
-        Ycsb { cfg, table: 0, zipf }
+        Ycsb {
+            cfg,
+            table: 0,
+            zipf,
+        }
     }
 
     /// The schema of the YCSB table.
     pub fn schema(&self) -> Schema {
         let mut b = Schema::builder();
         for c in 0..self.cfg.columns {
-            let group = if self.cfg.fine && self.cfg.columns > 1 { c % 2 } else { 0 };
-            b = b.column(&format!("field{c}"), ColumnType::Fixed(self.cfg.column_size as u16), group);
+            let group = if self.cfg.fine && self.cfg.columns > 1 {
+                c % 2
+            } else {
+                0
+            };
+            b = b.column(
+                &format!("field{c}"),
+                ColumnType::Fixed(self.cfg.column_size as u16),
+                group,
+            );
         }
         b.build().expect("the YCSB schema is valid")
     }
@@ -168,7 +183,8 @@ impl Ycsb {
 
     fn generate(&self, th: &mut YcsbThread) -> usize {
         th.ops.clear();
-        let read_only = self.cfg.variant == Variant::Ramp && th.rng.random_bool(self.cfg.read_ratio);
+        let read_only =
+            self.cfg.variant == Variant::Ramp && th.rng.random_bool(self.cfg.read_ratio);
         while th.ops.len() < self.cfg.ops {
             let key = self.key(&mut th.rng);
             if self.cfg.variant != Variant::Granularity && th.ops.iter().any(|o| o.key == key) {
@@ -203,7 +219,11 @@ impl Workload for Ycsb {
     }
 
     fn setup<P: Protocol>(&mut self, db: &mut Database<P>) {
-        self.table = db.create_table(TableSpec::new("usertable", self.schema(), self.cfg.rows as usize));
+        self.table = db.create_table(TableSpec::new(
+            "usertable",
+            self.schema(),
+            self.cfg.rows as usize,
+        ));
         let schema = db.table(self.table).schema().clone();
         let mut rng = SmallRng::seed_from_u64(0x7c5b);
         let mut row = vec![0u64; schema.row_words()];
@@ -214,18 +234,28 @@ impl Workload for Ycsb {
                 rng.fill(&mut bytes[..]);
                 w.set_bytes(c, &bytes);
             }
-            db.load_image(self.table, key, &row).expect("YCSB keys are distinct");
+            db.load_image(self.table, key, &row)
+                .expect("YCSB keys are distinct");
         }
     }
 
     fn thread(&self, index: usize, seed: u64) -> YcsbThread {
-        let mut rng = SmallRng::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rng =
+            SmallRng::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let mut values = vec![0u8; 4096 + self.cfg.column_size];
         rng.fill(&mut values[..]);
-        YcsbThread { rng, ops: Vec::with_capacity(self.cfg.ops), values }
+        YcsbThread {
+            rng,
+            ops: Vec::with_capacity(self.cfg.ops),
+            values,
+        }
     }
 
-    fn run_one<P: Protocol>(&self, th: &mut YcsbThread, worker: &mut Worker<'_, P>) -> TxResult<()> {
+    fn run_one<P: Protocol>(
+        &self,
+        th: &mut YcsbThread,
+        worker: &mut Worker<'_, P>,
+    ) -> TxResult<()> {
         let ty = self.generate(th);
         let (t, cfg) = (self.table, &self.cfg);
         let offset = th.rng.random_range(0..4096);
@@ -273,7 +303,10 @@ impl Workload for Ycsb {
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {
         let n = db.table(self.table).len() as u64;
         if n != self.cfg.rows {
-            return Err(format!("usertable has {n} rows, expected {}", self.cfg.rows));
+            return Err(format!(
+                "usertable has {n} rows, expected {}",
+                self.cfg.rows
+            ));
         }
         Ok(())
     }

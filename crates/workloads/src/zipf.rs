@@ -24,7 +24,13 @@ impl Zipf {
         let zeta2 = zeta(2.min(n), theta);
         let alpha = 1.0 / (1.0 - theta);
         let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
-        Zipf { n, theta, alpha, zetan, eta }
+        Zipf {
+            n,
+            theta,
+            alpha,
+            zetan,
+            eta,
+        }
     }
 
     /// The next rank.
@@ -58,7 +64,11 @@ mod tests {
             counts[z.sample(&mut rng) as usize] += 1;
         }
         assert!(counts[0] > counts[10] && counts[10] > counts[500]);
-        assert!(counts[0] as f64 / 100_000.0 > 0.1, "rank 0 share {}", counts[0]);
+        assert!(
+            counts[0] as f64 / 100_000.0 > 0.1,
+            "rank 0 share {}",
+            counts[0]
+        );
         let u = Zipf::new(1000, 0.0);
         let mut low = 0;
         for _ in 0..100_000 {

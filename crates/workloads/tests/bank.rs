@@ -34,7 +34,12 @@ fn run<P: Protocol>(cfg: BankConfig, threads: usize, millis: u64, seed: u64) -> 
 }
 
 fn contended(fine: bool) -> BankConfig {
-    BankConfig { accounts: 8, initial_balance: 1000, audit_ratio: 0.05, fine }
+    BankConfig {
+        accounts: 8,
+        initial_balance: 1000,
+        audit_ratio: 0.05,
+        fine,
+    }
 }
 
 fn occ_keeps_the_invariant(fine: bool) {
@@ -43,15 +48,28 @@ fn occ_keeps_the_invariant(fine: bool) {
     let ctx = format!("occ, fine = {fine}, seed {seed}");
     assert_eq!(r.check, Ok(()), "{ctx}: bank invariant broken");
     assert_eq!(violations, 0, "{ctx}");
-    assert_eq!(r.stats.types.len(), 2, "{ctx}: both transaction types ran: {:?}", r.stats.types.len());
+    assert_eq!(
+        r.stats.types.len(),
+        2,
+        "{ctx}: both transaction types ran: {:?}",
+        r.stats.types.len()
+    );
     let transfers = &r.stats.types[TRANSFER];
     let audits = &r.stats.types[AUDIT];
     assert!(transfers.committed > 0, "{ctx}: no transfer committed");
     assert!(audits.committed > 0, "{ctx}: no audit committed");
-    assert_eq!(transfers.failures + audits.failures, 0, "{ctx}: transactions failed");
+    assert_eq!(
+        transfers.failures + audits.failures,
+        0,
+        "{ctx}: transactions failed"
+    );
     // Four threads on eight accounts: transfers really did collide.
     let total = r.stats.total();
-    assert!(total.conflicts > 0, "{ctx}: no conflict in {} committed transactions", total.committed);
+    assert!(
+        total.conflicts > 0,
+        "{ctx}: no conflict in {} committed transactions",
+        total.committed
+    );
     assert!(
         total.conflict_kinds.iter().sum::<u64>() == total.conflicts,
         "{ctx}: conflict causes {:?} do not add up to {}",
@@ -78,7 +96,10 @@ fn nocc_single_thread_keeps_the_total() {
         let ctx = format!("nocc, 1 thread, fine = {fine}, seed {seed}");
         assert_eq!(r.check, Ok(()), "{ctx}");
         assert_eq!(violations, 0, "{ctx}");
-        assert!(r.stats.types[TRANSFER].committed > 0, "{ctx}: no transfer committed");
+        assert!(
+            r.stats.types[TRANSFER].committed > 0,
+            "{ctx}: no transfer committed"
+        );
         // Alone, nothing can conflict.
         assert_eq!(r.stats.total().conflicts, 0, "{ctx}");
     }
@@ -90,18 +111,36 @@ fn nocc_single_thread_keeps_the_total() {
 #[test]
 fn occ_keeps_what_nocc_may_break() {
     let seed = seed();
-    let cfg = BankConfig { accounts: 4, initial_balance: 1000, audit_ratio: 0.05, fine: false };
+    let cfg = BankConfig {
+        accounts: 4,
+        initial_balance: 1000,
+        audit_ratio: 0.05,
+        fine: false,
+    };
     let (nocc, _) = run::<NoCc>(cfg.clone(), 4, 150, seed);
-    eprintln!("nocc, 4 threads on 4 accounts, seed {seed}: check {:?}", nocc.check);
+    eprintln!(
+        "nocc, 4 threads on 4 accounts, seed {seed}: check {:?}",
+        nocc.check
+    );
     if let Err(e) = &nocc.check {
         assert!(
             e.starts_with("total balance is") || e.contains("audits saw a total"),
             "seed {seed}: nocc failed in an unexpected way: {e}"
         );
     }
-    assert!(nocc.stats.types[TRANSFER].committed > 0, "seed {seed}: nocc committed no transfer");
+    assert!(
+        nocc.stats.types[TRANSFER].committed > 0,
+        "seed {seed}: nocc committed no transfer"
+    );
     let (occ, violations) = run::<Occ>(cfg, 4, 150, seed);
-    assert_eq!(occ.check, Ok(()), "occ, 4 threads on 4 accounts, seed {seed}");
+    assert_eq!(
+        occ.check,
+        Ok(()),
+        "occ, 4 threads on 4 accounts, seed {seed}"
+    );
     assert_eq!(violations, 0, "seed {seed}");
-    assert!(occ.stats.types[TRANSFER].committed > 0, "seed {seed}: occ committed no transfer");
+    assert!(
+        occ.stats.types[TRANSFER].committed > 0,
+        "seed {seed}: occ committed no transfer"
+    );
 }

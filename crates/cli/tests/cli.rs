@@ -1,0 +1,158 @@
+//! The `phasedb` binary as a user runs it: JSON output, verification, and clear errors on bad flags.
+
+use std::process::Command;
+
+fn phasedb(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_phasedb"))
+        .args(args)
+        .output()
+        .expect("run phasedb");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(stdout: &str) -> serde_json::Value {
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("not one JSON object ({e}): {stdout}"))
+}
+
+#[test]
+fn bench_json_has_the_promised_fields() {
+    let (code, out, err) = phasedb(&[
+        "bench",
+        "ycsb",
+        "--protocol",
+        "occ",
+        "--threads",
+        "2",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0.1",
+        "--rows",
+        "5000",
+        "--granularity",
+        "fine",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "stderr: {err}");
+    let v = json(&out);
+    assert!(v["throughput"].as_f64().unwrap() > 0.0);
+    let abort = v["abort_rate"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&abort));
+    for q in ["p50", "p99", "p999"] {
+        assert!(v["latency_us"][q].as_f64().unwrap() > 0.0, "latency {q}");
+    }
+    assert!(v["per_type"]["ycsb"]["committed"].as_u64().unwrap() > 0);
+    assert_eq!(v["config"]["protocol"], "occ");
+    assert_eq!(v["config"]["threads"], 2);
+    assert_eq!(v["config"]["rows"], 5000.0);
+    assert_eq!(v["config"]["granularity"], "fine");
+    assert_eq!(v["check"], "ok");
+}
+
+#[test]
+fn verify_checks_the_recorded_history() {
+    let (code, out, err) = phasedb(&[
+        "bench",
+        "bank",
+        "--accounts",
+        "10",
+        "--threads",
+        "2",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0",
+        "--verify",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "stderr: {err}");
+    let v = json(&out);
+    assert_eq!(v["serializable"]["verdict"], "ok");
+    assert!(v["serializable"]["transactions"].as_u64().unwrap() > 100);
+    assert_eq!(v["check"], "ok");
+    assert!(v["per_type"]["transfer"]["committed"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn table_output_names_every_type() {
+    let (code, out, err) = phasedb(&[
+        "bench",
+        "ycsb",
+        "--variant",
+        "ramp",
+        "-t",
+        "1",
+        "-d",
+        "0.2",
+        "--warmup",
+        "0",
+        "--rows",
+        "1000",
+    ]);
+    assert_eq!(code, 0, "stderr: {err}");
+    for word in [
+        "read-only",
+        "write-only",
+        "total",
+        "txn/s",
+        "p999 us",
+        "consistency check: ok",
+    ] {
+        assert!(out.contains(word), "missing {word:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn bad_flags_get_clear_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["bench", "ycsb", "--protocol", "paxos"],
+            "invalid value 'paxos'",
+        ),
+        (
+            &["bench", "ycsb", "--threads", "0"],
+            "--threads must be between",
+        ),
+        (&["bench", "ycsb", "--duration=-1"], "--duration must be"),
+        (
+            &["bench", "ycsb", "--duration", "abc"],
+            "invalid value 'abc'",
+        ),
+        (
+            &["bench", "ycsb", "--read-ratio", "1.5"],
+            "--read-ratio must be between 0 and 1",
+        ),
+        (
+            &["bench", "ycsb", "--rows", "0"],
+            "--rows must be at least 1",
+        ),
+        (&["bench", "ycsb", "--theta", "1"], "--theta"),
+        (
+            &["bench", "ycsb", "--ops", "20", "--rows", "10"],
+            "--ops must be between",
+        ),
+        (
+            &["bench", "ycsb", "--variant", "zzz"],
+            "invalid value 'zzz'",
+        ),
+        (
+            &["bench", "bank", "--accounts", "1"],
+            "--accounts must be at least 2",
+        ),
+        (&["bench", "tpcc"], "unrecognized subcommand"),
+    ];
+    for (args, needle) in cases {
+        let (code, out, err) = phasedb(args);
+        assert_ne!(code, 0, "{args:?} should fail");
+        assert!(out.is_empty(), "{args:?} printed to stdout: {out}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err}"
+        );
+    }
+}
