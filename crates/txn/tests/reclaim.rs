@@ -33,7 +33,7 @@ fn churned_keys_are_unlinked_after_the_grace_period() {
         }
     }
     let deadline = Instant::now() + Duration::from_secs(5);
-    while db.table(t).len() > 0 && Instant::now() < deadline {
+    while !db.table(t).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
         w.execute(0, |tx| Ok(tx.get(t, 0)?.is_some())).unwrap();
     }
