@@ -10,24 +10,20 @@
 //! The workloads have no scans: Elle's models have no predicates. A failure names the seed;
 //! `PHASEDB_SEED=<seed>` replays it.
 
+mod common;
+
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Barrier;
+
+use common::{Mix, open, run, seeds};
 
 use adya::{Opts, Report, Valid, Workload};
 use phasedb_check::{
     History, ReadEvent, TxnEvent, check_serializable, to_elle_edn, to_elle_list_append_edn,
 };
-use phasedb_storage::{ColumnType, Schema, TableSpec};
-use phasedb_txn::{Config, Database, NoCc, Occ, Protocol, TableId, Tx, TxError, TxResult, columns};
+use phasedb_txn::{NoCc, Occ, columns};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
-
-fn seeds(default: &[u64]) -> Vec<u64> {
-    match std::env::var("PHASEDB_SEED") {
-        Ok(s) => vec![s.parse().expect("PHASEDB_SEED is a number")],
-        Err(_) => default.to_vec(),
-    }
-}
 
 /// `h` plus a read-only transaction that reads the newest version of every item: for each item, the
 /// highest version that no other write replaced (0 for items only ever read).
@@ -87,103 +83,15 @@ fn adya_register(h: &History) -> Report {
 // ---------------------------------------------------------------------------------------------------
 // OCC: a mixed contended workload must be serializable for both checkers.
 
-const MIXED_KEYS: u64 = 8;
-
-fn open<P: Protocol>(fine: bool, keys: u64, load_every: usize) -> (Database<P>, TableId) {
-    let mut db = Database::<P>::open(Config {
-        record_history: true,
-        ..Config::default()
-    });
-    let schema = Schema::builder()
-        .column("a", ColumnType::U64, 0)
-        .column("b", ColumnType::U64, if fine { 1 } else { 0 })
-        .build()
-        .unwrap();
-    let t = db.create_table(TableSpec::new("kv", schema, keys as usize));
-    for k in (0..keys).step_by(load_every) {
-        db.load(t, k, |r| r.set_u64(0, k)).unwrap();
-    }
-    (db, t)
-}
-
-/// One to five random operations: reads, read-modify-writes, blind writes, inserts, deletes and
-/// (rarely) a user abort. No scans.
-fn mixed_txn<P: Protocol>(tx: &mut Tx<'_, '_, P>, t: TableId, rng: &mut SmallRng) -> TxResult<()> {
-    for _ in 0..rng.random_range(1..6) {
-        // Now and then give the core away mid-transaction, so that transactions interleave even on
-        // two cores.
-        if rng.random_bool(0.05) {
-            std::thread::yield_now();
-        }
-        let key = rng.random_range(0..MIXED_KEYS);
-        let col = rng.random_range(0..2usize);
-        match rng.random_range(0..100) {
-            0..35 => {
-                tx.get_columns(t, key, columns(&[col]))?;
-            }
-            35..60 => {
-                if let Some(v) = tx.get_columns(t, key, columns(&[col]))?.map(|r| r.u64(col)) {
-                    tx.update(t, key, |w| w.set_u64(col, v + 1))?;
-                }
-            }
-            60..72 => {
-                let v = rng.random_range(0..1000);
-                tx.update(t, key, |w| w.set_u64(col, v))?;
-            }
-            72..85 => match tx.insert(t, key, |w| w.set_u64(0, key)) {
-                Err(TxError::DuplicateKey { .. }) => {}
-                r => r?,
-            },
-            85..98 => {
-                tx.delete(t, key)?;
-            }
-            _ => return Err(tx.abort()),
-        }
-    }
-    Ok(())
-}
-
-/// Runs the mixed workload; returns the history and the number of conflicting attempts.
-fn run_mixed<P: Protocol>(seed: u64, threads: usize, txns: usize, fine: bool) -> (History, u64) {
-    let (db, t) = open::<P>(fine, MIXED_KEYS, 2);
-    let start = Barrier::new(threads);
-    let conflicts = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|i| {
-                let (db, start) = (&db, &start);
-                s.spawn(move || {
-                    let mut rng =
-                        SmallRng::seed_from_u64(seed.wrapping_mul(1000).wrapping_add(i as u64));
-                    let mut w = db.worker();
-                    start.wait();
-                    for _ in 0..txns {
-                        // Every attempt of one transaction replays the same operations.
-                        let mut txn_rng = rng.clone();
-                        let r = w.execute(0, |tx| {
-                            txn_rng = rng.clone();
-                            mixed_txn(tx, t, &mut txn_rng)
-                        });
-                        rng = txn_rng;
-                        assert!(
-                            matches!(r, Ok(()) | Err(TxError::UserAbort)),
-                            "seed {seed}: unexpected {r:?}"
-                        );
-                    }
-                    w.stats().total().conflicts
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("worker panicked"))
-            .sum()
-    });
-    (db.take_history(), conflicts)
-}
+const MIXED: Mix = Mix {
+    keys: 8,
+    scans: false,
+    yield_ratio: 0.05,
+};
 
 fn occ_agrees_with_adya(fine: bool) {
     for seed in seeds(&[1, 2]) {
-        let (h, conflicts) = run_mixed::<Occ>(seed, 4, 400, fine);
+        let (h, conflicts) = run::<Occ>(seed, 4, 400, fine, MIXED);
         let ctx = format!("occ, fine = {fine}, seed {seed}");
         eprintln!("{ctx}: {} committed, {conflicts} conflicts", h.len());
         assert!(conflicts > 0, "{ctx}: no conflict, so no contention");

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use phasedb_storage::{ColumnType, Schema, TableSpec};
-use phasedb_txn::{Database, Protocol, TableId, TxError, TxResult, Worker, columns};
+use phasedb_txn::{Database, Protocol, TableId, Tx, TxError, TxResult, Worker, columns};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
@@ -69,17 +69,19 @@ impl Bank {
 
     /// The total of all balances, read in one transaction.
     pub fn total<P: Protocol>(&self, db: &Database<P>) -> i64 {
-        let t = self.table;
-        db.execute(|tx| {
-            let mut sum = 0;
-            tx.scan(t, 0, u64::MAX, usize::MAX, columns(&[BALANCE]), |_, row| {
-                sum += row.i64(BALANCE);
-                true
-            })?;
-            Ok(sum)
-        })
-        .expect("a read-only audit commits")
+        db.execute(|tx| audit(tx, self.table))
+            .expect("a read-only audit commits")
     }
+}
+
+/// Sums every balance with one scan.
+fn audit<P: Protocol>(tx: &mut Tx<'_, '_, P>, t: TableId) -> TxResult<i64> {
+    let mut sum = 0;
+    tx.scan(t, 0, u64::MAX, usize::MAX, columns(&[BALANCE]), |_, row| {
+        sum += row.i64(BALANCE);
+        true
+    })?;
+    Ok(sum)
 }
 
 impl Workload for Bank {
@@ -127,14 +129,7 @@ impl Workload for Bank {
     ) -> TxResult<()> {
         let t = self.table;
         if th.rng.random_bool(self.cfg.audit_ratio) {
-            let sum = worker.execute(1, |tx| {
-                let mut sum = 0;
-                tx.scan(t, 0, u64::MAX, usize::MAX, columns(&[BALANCE]), |_, row| {
-                    sum += row.i64(BALANCE);
-                    true
-                })?;
-                Ok(sum)
-            })?;
+            let sum = worker.execute(1, |tx| audit(tx, t))?;
             if sum != self.expected_total() {
                 self.violations.fetch_add(1, Ordering::Relaxed);
             }
