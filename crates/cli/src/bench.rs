@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use phasedb_txn::{Config, NoCc, Occ, Protocol};
 use phasedb_workloads::bank::{Bank, BankConfig};
 use phasedb_workloads::ycsb::{Variant, Ycsb, YcsbConfig};
-use phasedb_workloads::{BenchOptions, Workload, run_bench};
+use phasedb_workloads::{BenchOptions, BenchResult, Workload, run_bench};
 
 use crate::report;
 
@@ -183,13 +183,23 @@ pub fn run(args: BenchArgs) -> i32 {
 }
 
 fn dispatch<W: Workload>(workload: &mut W, c: &Common, opts: &BenchOptions) -> i32 {
-    match c.protocol {
-        ProtocolName::Occ => run_on::<Occ, W>(workload, c, opts),
-        ProtocolName::Nocc => run_on::<NoCc, W>(workload, c, opts),
+    let result = run_named(c.protocol, workload, opts);
+    report_result(workload, result, c, opts)
+}
+
+/// Runs `workload` on the protocol named `protocol`, drawing a progress bar on stderr.
+pub fn run_named<W: Workload>(
+    protocol: ProtocolName,
+    workload: &mut W,
+    opts: &BenchOptions,
+) -> BenchResult {
+    match protocol {
+        ProtocolName::Occ => with_progress::<Occ, W>(workload, opts),
+        ProtocolName::Nocc => with_progress::<NoCc, W>(workload, opts),
     }
 }
 
-fn run_on<P: Protocol, W: Workload>(workload: &mut W, c: &Common, opts: &BenchOptions) -> i32 {
+fn with_progress<P: Protocol, W: Workload>(workload: &mut W, opts: &BenchOptions) -> BenchResult {
     let total_ms = (opts.warmup + opts.duration).as_millis() as u64;
     let bar = ProgressBar::new(total_ms.max(1));
     bar.set_style(
@@ -209,10 +219,19 @@ fn run_on<P: Protocol, W: Workload>(workload: &mut W, c: &Common, opts: &BenchOp
         } else {
             "measuring"
         };
-        bar.set_message(format!("{phase}, {:.0} txn/s", rate));
+        bar.set_message(format!("{phase}, {rate:.0} txn/s"));
         last = (elapsed, committed);
     });
     bar.finish_and_clear();
+    result
+}
+
+fn report_result<W: Workload>(
+    workload: &W,
+    result: BenchResult,
+    c: &Common,
+    opts: &BenchOptions,
+) -> i32 {
     let settings = workload.settings();
     let verified = opts.config.record_history.then(|| {
         let h = &result.history;
