@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use phasedb_txn::{Config, NoCc, Occ, Protocol};
+use phasedb_txn::{Config, NoCc, Occ, Protocol, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie};
 use phasedb_workloads::bank::{Bank, BankConfig};
 use phasedb_workloads::ycsb::{Variant, Ycsb, YcsbConfig};
 use phasedb_workloads::{BenchOptions, BenchResult, Workload, run_bench};
@@ -44,6 +44,15 @@ pub enum ProtocolName {
     Occ,
     /// No concurrency control (not serializable; the overhead baseline).
     Nocc,
+    /// Two-phase locking that aborts at once on a held lock.
+    #[value(name = "2pl-nowait")]
+    TwoPlNoWait,
+    /// Two-phase locking with wait-die deadlock prevention.
+    #[value(name = "2pl-waitdie")]
+    TwoPlWaitDie,
+    /// Blocking two-phase locking with timeout-based deadlock resolution.
+    #[value(name = "2pl")]
+    TwoPl,
 }
 
 /// Metadata granularity: one column group per row, or several.
@@ -196,6 +205,9 @@ pub fn run_named<W: Workload>(
     match protocol {
         ProtocolName::Occ => with_progress::<Occ, W>(workload, opts),
         ProtocolName::Nocc => with_progress::<NoCc, W>(workload, opts),
+        ProtocolName::TwoPlNoWait => with_progress::<TwoPlNoWait, W>(workload, opts),
+        ProtocolName::TwoPlWaitDie => with_progress::<TwoPlWaitDie, W>(workload, opts),
+        ProtocolName::TwoPl => with_progress::<TwoPlBlocking, W>(workload, opts),
     }
 }
 

@@ -10,14 +10,18 @@ use crate::database::Database;
 use crate::error::{Conflict, TxError, TxResult};
 use crate::protocol::Protocol;
 use crate::state::{LockEntry, TxState, Unlink, WriteKind};
-use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED, tid};
+use crate::tid::{ABSENT, LOCK, TidMeta, UNLINKED, tid};
 
 fn conflict<T>(c: Conflict) -> TxResult<T> {
     Err(TxError::Conflict(c))
 }
 
 /// The initial word of a placeholder for `key`: absent, carrying the key's last version when recording.
-pub(crate) fn placeholder_word<P: Protocol>(db: &Database<P>, table: u32, key: u64) -> u64 {
+pub(crate) fn placeholder_word<P: Protocol<Meta: TidMeta>>(
+    db: &Database<P>,
+    table: u32,
+    key: u64,
+) -> u64 {
     let last = if db.config.record_history {
         db.graveyard.lock().get(&(table, key)).copied().unwrap_or(0)
     } else {
@@ -27,8 +31,8 @@ pub(crate) fn placeholder_word<P: Protocol>(db: &Database<P>, table: u32, key: u
 }
 
 /// Finds or creates the record of every insert and locks all its groups.
-pub(crate) fn lock_inserts<P: Protocol<Meta = TidWord>>(
-    st: &mut TxState<TidWord>,
+pub(crate) fn lock_inserts<P: Protocol<Meta: TidMeta>>(
+    st: &mut TxState<P::Meta>,
     db: &Database<P>,
     guard: &Guard,
 ) -> TxResult<()> {
@@ -46,7 +50,7 @@ pub(crate) fn lock_inserts<P: Protocol<Meta = TidWord>>(
             if g == 0 {
                 initial = placeholder_word(db, t, key);
             }
-            TidWord::new(initial | LOCK)
+            P::new_meta(initial | LOCK)
         };
         match table.insert_with(key, guard, placeholder, None) {
             InsertOutcome::Inserted(rec) => {
@@ -65,7 +69,7 @@ pub(crate) fn lock_inserts<P: Protocol<Meta = TidWord>>(
             InsertOutcome::Exists(rec) => {
                 st.writes[w].rec = Some(rec);
                 for g in 0..groups {
-                    let meta = rec.meta(table.layout(), g);
+                    let meta = rec.meta(table.layout(), g).tid();
                     let word = meta.load();
                     if word & (LOCK | UNLINKED) != 0 {
                         return conflict(Conflict::InsertRace);
@@ -92,8 +96,8 @@ pub(crate) fn lock_inserts<P: Protocol<Meta = TidWord>>(
 }
 
 /// Locks the groups written by updates and deletes, in address order, without waiting.
-pub(crate) fn lock_writes<P: Protocol<Meta = TidWord>>(
-    st: &mut TxState<TidWord>,
+pub(crate) fn lock_writes<P: Protocol<Meta: TidMeta>>(
+    st: &mut TxState<P::Meta>,
     db: &Database<P>,
 ) -> TxResult<()> {
     for (w, entry) in st.writes.iter().enumerate() {
@@ -124,7 +128,7 @@ pub(crate) fn lock_writes<P: Protocol<Meta = TidWord>>(
             continue;
         }
         let layout = db.table(st.writes[l.write as usize].table).layout();
-        let meta = l.rec.meta(layout, l.group as usize);
+        let meta = l.rec.meta(layout, l.group as usize).tid();
         let word = meta.load();
         if word & LOCK != 0 {
             return conflict(Conflict::WriteLocked);
@@ -146,7 +150,7 @@ pub(crate) fn lock_writes<P: Protocol<Meta = TidWord>>(
 
 /// Releases every held lock, restoring the previous words; fresh placeholders stay absent and are
 /// queued for unlinking.
-pub(crate) fn release<P: Protocol<Meta = TidWord>>(st: &mut TxState<TidWord>, db: &Database<P>) {
+pub(crate) fn release<P: Protocol<Meta: TidMeta>>(st: &mut TxState<P::Meta>, db: &Database<P>) {
     for l in &mut st.locks {
         if !l.held {
             continue;
@@ -154,6 +158,7 @@ pub(crate) fn release<P: Protocol<Meta = TidWord>>(st: &mut TxState<TidWord>, db
         let t = st.writes[l.write as usize].table;
         l.rec
             .meta(db.table(t).layout(), l.group as usize)
+            .tid()
             .publish(l.prev);
         l.held = false;
         if l.fresh && l.group == 0 {
@@ -170,14 +175,15 @@ pub(crate) fn release<P: Protocol<Meta = TidWord>>(st: &mut TxState<TidWord>, db
 }
 
 /// Whether every read group still holds the version observed and is not locked by another writer.
-pub(crate) fn validate_reads<P: Protocol<Meta = TidWord>>(
-    st: &TxState<TidWord>,
+pub(crate) fn validate_reads<P: Protocol<Meta: TidMeta>>(
+    st: &TxState<P::Meta>,
     db: &Database<P>,
 ) -> TxResult<()> {
     for r in &st.reads {
         let word = r
             .rec
             .meta(db.table(r.table).layout(), r.group as usize)
+            .tid()
             .load();
         if word & !LOCK != r.observed {
             return conflict(Conflict::Validation);
@@ -193,8 +199,8 @@ pub(crate) fn validate_reads<P: Protocol<Meta = TidWord>>(
 /// this transaction's own new placeholder, was linked after the miss (tombstones stay linked while a
 /// transaction that could have missed them runs, see [`crate::activity`]). While recording, notes the
 /// version of absence each miss confirms.
-pub(crate) fn validate_misses<P: Protocol<Meta = TidWord>>(
-    st: &mut TxState<TidWord>,
+pub(crate) fn validate_misses<P: Protocol<Meta: TidMeta>>(
+    st: &mut TxState<P::Meta>,
     db: &Database<P>,
     guard: &Guard,
 ) -> TxResult<()> {
@@ -220,8 +226,8 @@ pub(crate) fn validate_misses<P: Protocol<Meta = TidWord>>(
 /// scanned, apart from this transaction's own new placeholders (Silo's node-set check, done by
 /// re-scanning because the ordered index has no versioned nodes). Changes to the records themselves are
 /// caught by read validation.
-pub(crate) fn validate_scans<P: Protocol<Meta = TidWord>>(
-    st: &TxState<TidWord>,
+pub(crate) fn validate_scans<P: Protocol<Meta: TidMeta>>(
+    st: &TxState<P::Meta>,
     db: &Database<P>,
     guard: &Guard,
 ) -> TxResult<()> {
@@ -231,7 +237,7 @@ pub(crate) fn validate_scans<P: Protocol<Meta = TidWord>>(
         let mut next = 0;
         let mut ok = true;
         table.scan(s.lo, s.hi, guard, |rec| {
-            if rec.meta(table.layout(), 0).load() & LOCK != 0 {
+            if rec.meta(table.layout(), 0).tid().load() & LOCK != 0 {
                 match st.holds_lock(rec, 0) {
                     Some(l) if l.fresh => return true,
                     Some(_) => {}
@@ -257,8 +263,8 @@ pub(crate) fn validate_scans<P: Protocol<Meta = TidWord>>(
 
 /// Writes the buffered images into the locked records and publishes `tid` on every locked group,
 /// which unlocks it. Deleted records are queued for unlinking.
-pub(crate) fn install<P: Protocol<Meta = TidWord>>(
-    st: &mut TxState<TidWord>,
+pub(crate) fn install<P: Protocol<Meta: TidMeta>>(
+    st: &mut TxState<P::Meta>,
     db: &Database<P>,
     tid: u64,
 ) {
@@ -284,6 +290,7 @@ pub(crate) fn install<P: Protocol<Meta = TidWord>>(
         };
         l.rec
             .meta(db.table(w.table).layout(), l.group as usize)
+            .tid()
             .publish(word);
         l.held = false;
         if w.kind == WriteKind::Delete && l.group == 0 {
@@ -300,7 +307,7 @@ pub(crate) fn install<P: Protocol<Meta = TidWord>>(
 
 /// The commit TID: above every version read or overwritten and the worker's last TID, and in the
 /// current epoch (Silo §4.2).
-pub(crate) fn choose_tid(st: &TxState<TidWord>, last_tid: u64, epoch: u64) -> u64 {
+pub(crate) fn choose_tid<M>(st: &TxState<M>, last_tid: u64, epoch: u64) -> u64 {
     let mut max = last_tid;
     for r in &st.reads {
         max = max.max(tid(r.observed));
@@ -315,7 +322,7 @@ pub(crate) fn choose_tid(st: &TxState<TidWord>, last_tid: u64, epoch: u64) -> u6
 /// transaction that ran while they were deleted is left. A record is unlinked only if it still holds
 /// the word it was left with (nobody reused it meanwhile); it is first retired, so that anyone still
 /// holding it looks the key up again. Run while the worker's own transaction is not running.
-pub(crate) fn reclaim<P: Protocol<Meta = TidWord>>(db: &Database<P>, st: &mut TxState<TidWord>) {
+pub(crate) fn reclaim<P: Protocol<Meta: TidMeta>>(db: &Database<P>, st: &mut TxState<P::Meta>) {
     db.take_orphans(&mut st.limbo);
     if st.unlink.is_empty() && st.limbo.is_empty() {
         return;
@@ -323,33 +330,41 @@ pub(crate) fn reclaim<P: Protocol<Meta = TidWord>>(db: &Database<P>, st: &mut Tx
     let guard = phasedb_storage::pin();
     let now = db.epoch.current();
     for mut u in st.unlink.drain(..) {
-        if u.stamp == 0 {
-            unlink(db, u, &guard);
-        } else {
-            u.stamp = now;
-            st.limbo.push_back(u);
+        if u.stamp == 0 && unlink(db, u, &guard) {
+            continue;
         }
+        u.stamp = now;
+        st.limbo.push_back(u);
     }
     if st.limbo.front().is_some_and(|u| u.stamp < now) {
         let oldest = db.activity.oldest();
-        while st.limbo.front().is_some_and(|u| u.stamp < oldest) {
-            let u = st.limbo.pop_front().expect("front exists");
-            unlink(db, u, &guard);
+        let mut busy = 0;
+        while st.limbo.front().is_some_and(|u| u.stamp < oldest) && busy < st.limbo.len() {
+            let mut u = st.limbo.pop_front().expect("front exists");
+            if !unlink(db, u, &guard) {
+                u.stamp = now;
+                st.limbo.push_back(u);
+                busy += 1;
+            }
         }
     }
 }
 
-fn unlink<P: Protocol<Meta = TidWord>>(db: &Database<P>, u: Unlink, guard: &Guard) {
+/// Unlinks `u` if its record still holds the word it was left with; returns false if a reader holds it
+/// (worth trying again later), true otherwise (unlinked, or reused by someone else).
+fn unlink<P: Protocol<Meta: TidMeta>>(db: &Database<P>, u: Unlink, guard: &Guard) -> bool {
     let table = db.table(u.table);
     let layout = table.layout();
     let groups = table.schema().groups().len();
+    let mut shared = false;
     table.unlink_if(u.key, u.addr, guard, |rec| {
         let retired = (0..groups)
-            .take_while(|&g| rec.meta(layout, g).retire(u.word))
+            .take_while(|&g| rec.meta(layout, g).tid().retire(u.word))
             .count();
-        if retired < groups {
+        shared = retired == groups && (0..groups).any(|g| !rec.meta(layout, g).unshared());
+        if retired < groups || shared {
             for g in 0..retired {
-                rec.meta(layout, g).publish(u.word);
+                rec.meta(layout, g).tid().publish(u.word);
             }
             return false;
         }
@@ -358,4 +373,5 @@ fn unlink<P: Protocol<Meta = TidWord>>(db: &Database<P>, u: Unlink, guard: &Guar
         }
         true
     });
+    !shared
 }

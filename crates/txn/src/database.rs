@@ -74,6 +74,8 @@ pub struct Database<P: Protocol> {
     pub(crate) graveyard: Mutex<HashMap<(TableId, u64), u64>>,
     histories: Mutex<Vec<History>>,
     pub(crate) activity: Activity,
+    /// When the database was opened: the origin of transactions' age timestamps.
+    pub(crate) opened: std::time::Instant,
     /// Deleted records left waiting by workers that were dropped; the next reclaiming worker adopts them.
     orphans: Mutex<VecDeque<Unlink>>,
     has_orphans: AtomicBool,
@@ -90,6 +92,7 @@ impl<P: Protocol> Database<P> {
             graveyard: Mutex::new(HashMap::new()),
             histories: Mutex::new(Vec::new()),
             activity: Activity::new(MAX_WORKERS),
+            opened: std::time::Instant::now(),
             orphans: Mutex::new(VecDeque::new()),
             has_orphans: AtomicBool::new(false),
         }

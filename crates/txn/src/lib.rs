@@ -18,6 +18,7 @@ mod record;
 mod state;
 mod stats;
 pub mod tid;
+mod twopl;
 mod tx;
 mod worker;
 
@@ -29,6 +30,7 @@ pub use protocol::Protocol;
 pub use record::item;
 pub use state::{CommitCtx, TxState};
 pub use stats::{CONFLICT_KINDS, Stats, TypeStats};
+pub use twopl::{DEADLOCK_TIMEOUT, LockMeta, TwoPl, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie};
 pub use tx::{RowWriter, Tx, columns};
 pub use worker::Worker;
 

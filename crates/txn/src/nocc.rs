@@ -1,4 +1,4 @@
-use phasedb_storage::{InsertOutcome, RecordLayout, RecordPtr};
+use phasedb_storage::{InsertOutcome, RecordLayout, RecordPtr, TableId};
 
 use crate::commit::placeholder_word;
 use crate::database::Database;
@@ -21,21 +21,18 @@ impl Protocol for NoCc {
     }
 
     #[inline]
-    fn word(meta: &TidWord) -> u64 {
-        meta.load()
-    }
-
-    #[inline]
     fn read_group(
+        st: &mut TxState<TidWord>,
+        _table: TableId,
         rec: RecordPtr<TidWord>,
         layout: &RecordLayout,
         g: usize,
         first: usize,
-        out: &mut [u64],
+        words: usize,
     ) -> TxResult<u64> {
         let word = rec.meta(layout, g).load();
         if word & ABSENT == 0 {
-            rec.copy_words(layout, first, out);
+            rec.copy_words(layout, first, &mut st.row[first..first + words]);
         }
         Ok(word & (TID_MASK | ABSENT))
     }

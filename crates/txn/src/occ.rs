@@ -1,6 +1,6 @@
 use std::sync::atomic::{Ordering, fence};
 
-use phasedb_storage::{RecordLayout, RecordPtr};
+use phasedb_storage::{RecordLayout, RecordPtr, TableId};
 
 use crate::commit;
 use crate::database::Database;
@@ -27,19 +27,17 @@ impl Protocol for Occ {
     }
 
     #[inline]
-    fn word(meta: &TidWord) -> u64 {
-        meta.load()
-    }
-
-    #[inline]
     fn read_group(
+        st: &mut TxState<TidWord>,
+        _table: TableId,
         rec: RecordPtr<TidWord>,
         layout: &RecordLayout,
         g: usize,
         first: usize,
-        out: &mut [u64],
+        words: usize,
     ) -> TxResult<u64> {
         let meta = rec.meta(layout, g);
+        let out = &mut st.row[first..first + words];
         let mut spins = 0;
         loop {
             let before = meta.load();

@@ -1,13 +1,12 @@
-use phasedb_storage::{RecordLayout, RecordPtr};
+use phasedb_storage::{RecordLayout, RecordPtr, TableId};
 
 use crate::database::Database;
-
 use crate::error::TxResult;
 use crate::state::{CommitCtx, TxState};
 
 /// A concurrency-control protocol: the metadata each column group of each record carries, how a
-/// transaction reads a group, and how it commits. The engine is generic over it and monomorphised, so
-/// record accesses make no dynamic call.
+/// transaction reads and writes a group, and how it commits or aborts. The engine is generic over it
+/// and monomorphised, so record accesses make no dynamic call.
 pub trait Protocol: Sized + Send + Sync + 'static {
     /// Name used on the command line and in reports.
     const NAME: &'static str;
@@ -17,22 +16,38 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     /// Metadata holding the TID word `word` (see [`crate::tid`]) for a new record or placeholder.
     fn new_meta(word: u64) -> Self::Meta;
 
-    /// The TID word of a group's metadata, as last published.
-    fn word(meta: &Self::Meta) -> u64;
-
-    /// Copies group `g` of `rec` (its words `first..first + out.len()`) into `out` consistently and
-    /// returns the TID word it observed. A group whose word is absent need not be copied.
+    /// Copies group `g` of `rec` (its row words `first..first + words`) into `tx.row` consistently,
+    /// with whatever the protocol needs (a lock, a version), and returns the TID word observed. A group
+    /// whose word is absent need not be copied.
     fn read_group(
+        tx: &mut TxState<Self::Meta>,
+        table: TableId,
         rec: RecordPtr<Self::Meta>,
         layout: &RecordLayout,
         g: usize,
         first: usize,
-        out: &mut [u64],
+        words: usize,
     ) -> TxResult<u64>;
 
-    /// Validates and installs the transaction's buffered writes, or returns the conflict that aborts it
-    /// (leaving no lock held and nothing installed).
+    /// Called when the transaction first buffers a write (update or delete) of the groups in `groups`
+    /// of `rec`, write `write` of the write set; eager-locking protocols lock here.
+    fn on_write(
+        _tx: &mut TxState<Self::Meta>,
+        _table: TableId,
+        _rec: RecordPtr<Self::Meta>,
+        _layout: &RecordLayout,
+        _groups: u32,
+        _write: usize,
+    ) -> TxResult<()> {
+        Ok(())
+    }
+
+    /// Validates and installs the transaction's buffered writes, or returns the conflict that aborts it.
+    /// Either way it leaves no lock held.
     fn commit(tx: &mut TxState<Self::Meta>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()>;
+
+    /// Releases whatever an attempt that will not commit still holds (locks taken while executing).
+    fn abort(_tx: &mut TxState<Self::Meta>, _db: &Database<Self>) {}
 
     /// Work after an attempt, while the worker runs no transaction: unlinking records it deleted or
     /// placeholders it left behind.

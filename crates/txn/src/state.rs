@@ -90,6 +90,17 @@ pub struct TxState<M> {
     pub unlink: Vec<Unlink>,
     /// Deleted records waiting for their grace period, oldest first.
     pub limbo: std::collections::VecDeque<Unlink>,
+    /// Shared locks held by locking protocols while executing.
+    pub shared: Vec<SharedLock<M>>,
+    /// The transaction's age priority: smaller is older; kept across retries.
+    pub ts: u64,
+}
+
+/// A shared (read) lock a locking protocol holds on a group.
+pub struct SharedLock<M> {
+    pub table: TableId,
+    pub rec: RecordPtr<M>,
+    pub group: u8,
 }
 
 /// A record to unlink: by key and address, since it may be gone by then, with the word it must still
@@ -120,6 +131,8 @@ impl<M> TxState<M> {
             row: vec![0; row_words.max(1)],
             unlink: Vec::new(),
             limbo: std::collections::VecDeque::new(),
+            shared: Vec::with_capacity(64),
+            ts: 0,
         }
     }
 
@@ -133,6 +146,7 @@ impl<M> TxState<M> {
         self.scans.clear();
         self.scan_seen.clear();
         self.locks.clear();
+        self.shared.clear();
     }
 
     #[inline]

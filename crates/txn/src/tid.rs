@@ -91,3 +91,23 @@ impl TidWord {
             .is_ok()
     }
 }
+
+/// Metadata that contains a TID word: the commit steps shared by several protocols (inserts, install,
+/// unlinking) work through it.
+pub trait TidMeta: Send + Sync + 'static {
+    /// The group's TID word.
+    fn tid(&self) -> &TidWord;
+
+    /// Whether no transaction holds the group in a way the TID word does not show (a shared lock).
+    /// Asked after the word was retired, so that a record is never unlinked under a reader.
+    fn unshared(&self) -> bool {
+        true
+    }
+}
+
+impl TidMeta for TidWord {
+    #[inline]
+    fn tid(&self) -> &TidWord {
+        self
+    }
+}

@@ -151,8 +151,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             let g = m.trailing_zeros() as usize;
             m &= m - 1;
             let group = table.schema().groups()[g];
-            let out = &mut self.st.row[group.word..group.word + group.words];
-            let observed = P::read_group(rec, layout, g, group.word, out)?;
+            let observed = P::read_group(self.st, t, rec, layout, g, group.word, group.words)?;
             self.st.reads.push(ReadEntry {
                 table: t,
                 group: g as u8,
@@ -169,7 +168,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
     /// Observes whether `rec` exists, registering the observation; used by writes that need the row.
     fn exists(&mut self, t: TableId, rec: RecordPtr<P::Meta>) -> TxResult<bool> {
         let layout = self.table(t).layout();
-        let observed = P::read_group(rec, layout, 0, 0, &mut [])?;
+        let observed = P::read_group(self.st, t, rec, layout, 0, 0, 0)?;
         if observed & ABSENT != 0 {
             self.st.reads.push(ReadEntry {
                 table: t,
@@ -244,7 +243,16 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 self.push_write(t, key, Some(rec), WriteKind::Update)
             }
         };
+        let before = self.st.writes[w].columns;
         self.write_image(t, w, fill);
+        let entry = &self.st.writes[w];
+        if let (WriteKind::Update, Some(rec)) = (entry.kind, entry.rec) {
+            let schema = self.table(t).schema();
+            let new_groups = schema.groups_of(entry.columns) & !schema.groups_of(before);
+            if new_groups != 0 {
+                P::on_write(self.st, t, rec, self.table(t).layout(), new_groups, w)?;
+            }
+        }
         Ok(true)
     }
 
@@ -278,7 +286,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 match rec {
                     Some(rec) => {
                         let layout = self.table(t).layout();
-                        let observed = P::read_group(rec, layout, 0, 0, &mut [])?;
+                        let observed = P::read_group(self.st, t, rec, layout, 0, 0, 0)?;
                         self.st.reads.push(ReadEntry {
                             table: t,
                             group: 0,
@@ -323,6 +331,13 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                     }
                     WriteKind::Update => {
                         entry.kind = WriteKind::Delete;
+                        let (rec, written) =
+                            (entry.rec.expect("updates know their record"), entry.columns);
+                        let schema = self.table(t).schema();
+                        let rest = schema.all_groups() & !schema.groups_of(written);
+                        if rest != 0 {
+                            P::on_write(self.st, t, rec, self.table(t).layout(), rest, w)?;
+                        }
                         Ok(true)
                     }
                 }
@@ -339,7 +354,9 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 if !self.exists(t, rec)? {
                     return Ok(false);
                 }
-                self.push_write(t, key, Some(rec), WriteKind::Delete);
+                let w = self.push_write(t, key, Some(rec), WriteKind::Delete);
+                let all = self.table(t).schema().all_groups();
+                P::on_write(self.st, t, rec, self.table(t).layout(), all, w)?;
                 Ok(true)
             }
         }

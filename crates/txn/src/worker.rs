@@ -76,6 +76,8 @@ impl<'db, P: Protocol> Worker<'db, P> {
         mut procedure: impl FnMut(&mut Tx<'_, 'db, P>) -> TxResult<R>,
     ) -> TxResult<R> {
         let start = Instant::now();
+        self.state.ts = ((start.duration_since(self.db.opened).as_nanos() as u64) << 10)
+            | (self.id as u64 & 0x3ff);
         let mut attempt = 0u32;
         loop {
             self.db.activity.enter(self.slot, self.db.epoch.current());
@@ -108,6 +110,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     Err(panic) => Err(TxError::Panicked(panic_message(&*panic))),
                 }
             };
+            if outcome.is_err() {
+                P::abort(&mut self.state, db);
+            }
             if let (Ok((_, tid)), Some(h)) = (&outcome, &mut self.history) {
                 crate::record::record_commit(db, &self.state, *tid, self.id, h);
             }

@@ -1,7 +1,10 @@
 //! The `Tx` API's semantics on one worker: reads, own writes, inserts, deletes, scans and aborts.
 
 use phasedb_storage::{ColumnType, Schema, TableSpec};
-use phasedb_txn::{Config, Database, NoCc, Occ, Protocol, TableId, TxError, columns};
+use phasedb_txn::{
+    Config, Database, NoCc, Occ, Protocol, TableId, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie,
+    TxError, columns,
+};
 
 fn setup<P: Protocol>(fine: bool) -> (Database<P>, TableId) {
     let mut db = Database::<P>::open(Config::default());
@@ -155,6 +158,15 @@ fn occ_api_fine() {
 #[test]
 fn nocc_api() {
     api_semantics::<NoCc>(false);
+}
+
+#[test]
+fn two_phase_locking_api() {
+    for fine in [false, true] {
+        api_semantics::<TwoPlNoWait>(fine);
+        api_semantics::<TwoPlWaitDie>(fine);
+        api_semantics::<TwoPlBlocking>(fine);
+    }
 }
 
 #[test]

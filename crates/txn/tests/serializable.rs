@@ -6,7 +6,7 @@ mod common;
 
 use common::{Mix, run, seeds};
 use phasedb_check::{Anomaly, check_serializable};
-use phasedb_txn::{NoCc, Occ, Protocol};
+use phasedb_txn::{NoCc, Occ, Protocol, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie};
 
 const MIX: Mix = Mix {
     keys: 12,
@@ -52,11 +52,29 @@ fn occ_is_serializable_fine() {
 }
 
 #[test]
+fn two_phase_locking_is_serializable() {
+    for fine in [false, true] {
+        assert_serializable::<TwoPlNoWait>(fine);
+        assert_serializable::<TwoPlWaitDie>(fine);
+        assert_serializable::<TwoPlBlocking>(fine);
+    }
+}
+
+#[test]
 fn checker_catches_nocc_under_contention() {
     let mut caught = 0;
     let seeds = seeds(&[11, 12, 13, 14]);
     for &seed in &seeds {
-        let (h, _) = run::<NoCc>(seed, 4, 5000, false, MIX);
+        let (h, _) = run::<NoCc>(
+            seed,
+            4,
+            3000,
+            false,
+            Mix {
+                yield_ratio: 0.05,
+                ..MIX
+            },
+        );
         match check_serializable(&h) {
             Err(Anomaly::Cycle(_) | Anomaly::WriteFork { .. }) => caught += 1,
             Err(other) => panic!("seed {seed}: unexpected anomaly kind {other}"),

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use phasedb_txn::{Config, NoCc, Occ, Protocol};
+use phasedb_txn::{Config, NoCc, Occ, Protocol, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie};
 use phasedb_workloads::bank::{Bank, BankConfig};
 use phasedb_workloads::{BenchOptions, BenchResult, run_bench};
 
@@ -42,10 +42,10 @@ fn contended(fine: bool) -> BankConfig {
     }
 }
 
-fn occ_keeps_the_invariant(fine: bool) {
+fn keeps_the_invariant<P: Protocol>(fine: bool) {
     let seed = seed();
-    let (r, violations) = run::<Occ>(contended(fine), 4, 300, seed);
-    let ctx = format!("occ, fine = {fine}, seed {seed}");
+    let (r, violations) = run::<P>(contended(fine), 4, 300, seed);
+    let ctx = format!("{}, fine = {fine}, seed {seed}", P::NAME);
     assert_eq!(r.check, Ok(()), "{ctx}: bank invariant broken");
     assert_eq!(violations, 0, "{ctx}");
     assert_eq!(
@@ -80,12 +80,21 @@ fn occ_keeps_the_invariant(fine: bool) {
 
 #[test]
 fn occ_coarse_keeps_the_total_under_contention() {
-    occ_keeps_the_invariant(false);
+    keeps_the_invariant::<Occ>(false);
 }
 
 #[test]
 fn occ_fine_keeps_the_total_under_contention() {
-    occ_keeps_the_invariant(true);
+    keeps_the_invariant::<Occ>(true);
+}
+
+#[test]
+fn two_phase_locking_keeps_the_total_under_contention() {
+    for fine in [false, true] {
+        keeps_the_invariant::<TwoPlNoWait>(fine);
+        keeps_the_invariant::<TwoPlWaitDie>(fine);
+        keeps_the_invariant::<TwoPlBlocking>(fine);
+    }
 }
 
 #[test]

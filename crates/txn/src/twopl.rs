@@ -1,0 +1,328 @@
+//! Strict two-phase locking with reader-writer locks per column group, in three flavours that differ
+//! only in what a transaction does when a lock it wants is held:
+//! - `2pl-nowait` aborts at once (no deadlock is possible);
+//! - `2pl-waitdie` waits if it is older than the holders and dies otherwise (Rosenkrantz et al.), so
+//!   waits only go from older to younger transactions and cannot form a cycle;
+//! - `2pl` (the Doppel paper's baseline) waits, and resolves deadlocks by timeout: a wait longer than
+//!   [`DEADLOCK_TIMEOUT`] aborts the waiter, which retries after backoff.
+//!
+//! Reads take shared locks while executing, writes take exclusive locks when first buffered; both are
+//! held until commit or abort. Inserts lock their placeholder at commit, and phantoms (point misses,
+//! scans) are checked at commit as OCC does, since locks protect only records that exist.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+use std::time::{Duration, Instant};
+
+use phasedb_storage::{RecordLayout, RecordPtr, TableId};
+
+use crate::commit;
+use crate::database::Database;
+use crate::error::{Conflict, TxError, TxResult};
+use crate::protocol::Protocol;
+use crate::state::{CommitCtx, LockEntry, SharedLock, TxState, WriteKind};
+use crate::tid::{ABSENT, LOCK, TidMeta, TidWord, UNLINKED};
+
+/// How long a blocked transaction waits before it presumes a deadlock and aborts.
+pub const DEADLOCK_TIMEOUT: Duration = Duration::from_millis(2);
+
+/// Abort at once on a held lock.
+pub const NO_WAIT: u8 = 0;
+/// Wait for younger holders, die for older ones.
+pub const WAIT_DIE: u8 = 1;
+/// Wait, with deadlocks broken by timeout.
+pub const BLOCKING: u8 = 2;
+
+/// Two-phase locking with conflict policy `POLICY` ([`NO_WAIT`], [`WAIT_DIE`] or [`BLOCKING`]).
+pub struct TwoPl<const POLICY: u8>;
+
+/// `2pl-nowait`.
+pub type TwoPlNoWait = TwoPl<NO_WAIT>;
+/// `2pl-waitdie`.
+pub type TwoPlWaitDie = TwoPl<WAIT_DIE>;
+/// `2pl`: blocking locks with timeout-based deadlock resolution.
+pub type TwoPlBlocking = TwoPl<BLOCKING>;
+
+/// A group's lock: the TID word's LOCK bit is the exclusive lock, `readers` counts shared holders.
+pub struct LockMeta {
+    word: TidWord,
+    readers: AtomicU32,
+    /// Age of the exclusive holder (wait-die), `u64::MAX` when none.
+    owner_ts: AtomicU64,
+    /// Oldest age among the shared holders since the count was last zero (wait-die; may be older
+    /// than the oldest current holder, which only makes waiters die more often).
+    reader_ts: AtomicU64,
+}
+
+impl TidMeta for LockMeta {
+    #[inline]
+    fn tid(&self) -> &TidWord {
+        &self.word
+    }
+
+    fn unshared(&self) -> bool {
+        self.readers.load(Ordering::SeqCst) == 0
+    }
+}
+
+/// What a waiter tracks across its tries for one lock.
+struct Wait {
+    since: Option<Instant>,
+    spins: u32,
+}
+
+impl Wait {
+    fn new() -> Wait {
+        Wait {
+            since: None,
+            spins: 0,
+        }
+    }
+
+    /// Decides, under `POLICY`, whether a transaction of age `ts` waits for a holder of age
+    /// `holder_ts` (then it spins a little and returns Ok) or aborts.
+    fn decide<const POLICY: u8>(
+        &mut self,
+        ts: u64,
+        holder_ts: u64,
+        conflict: Conflict,
+    ) -> TxResult<()> {
+        let may_wait = match POLICY {
+            NO_WAIT => false,
+            WAIT_DIE => ts < holder_ts,
+            _ => true,
+        };
+        if !may_wait {
+            return Err(TxError::Conflict(conflict));
+        }
+        self.spins += 1;
+        if self.spins.is_multiple_of(64) {
+            let since = *self.since.get_or_insert_with(Instant::now);
+            if since.elapsed() > DEADLOCK_TIMEOUT {
+                return Err(TxError::Conflict(conflict));
+            }
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+        Ok(())
+    }
+}
+
+fn holds_exclusive(st: &TxState<LockMeta>, rec: RecordPtr<LockMeta>, g: u8) -> bool {
+    st.locks
+        .iter()
+        .any(|l| l.held && l.rec == rec && l.group == g)
+}
+
+fn holds_shared(st: &TxState<LockMeta>, rec: RecordPtr<LockMeta>, g: u8) -> bool {
+    st.shared.iter().any(|l| l.rec == rec && l.group == g)
+}
+
+fn release_shared_count(m: &LockMeta) {
+    if m.readers.fetch_sub(1, Ordering::AcqRel) == 1 {
+        m.reader_ts.store(u64::MAX, Ordering::Relaxed);
+    }
+}
+
+/// Releases every lock the attempt holds: exclusive ones back to their previous word (placeholders
+/// are queued for unlinking), shared ones by count.
+fn release_all<const POLICY: u8>(st: &mut TxState<LockMeta>, db: &Database<TwoPl<POLICY>>) {
+    for l in st.locks.iter().filter(|l| l.held) {
+        let t = st.writes[l.write as usize].table;
+        l.rec
+            .meta(db.table(t).layout(), l.group as usize)
+            .owner_ts
+            .store(u64::MAX, Ordering::Relaxed);
+    }
+    commit::release(st, db);
+    for s in st.shared.drain(..) {
+        release_shared_count(s.rec.meta(db.table(s.table).layout(), s.group as usize));
+    }
+}
+
+impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
+    const NAME: &'static str = match POLICY {
+        NO_WAIT => "2pl-nowait",
+        WAIT_DIE => "2pl-waitdie",
+        _ => "2pl",
+    };
+    type Meta = LockMeta;
+
+    fn new_meta(word: u64) -> LockMeta {
+        LockMeta {
+            word: TidWord::new(word),
+            readers: AtomicU32::new(0),
+            owner_ts: AtomicU64::new(u64::MAX),
+            reader_ts: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    fn read_group(
+        st: &mut TxState<LockMeta>,
+        table: TableId,
+        rec: RecordPtr<LockMeta>,
+        layout: &RecordLayout,
+        g: usize,
+        first: usize,
+        words: usize,
+    ) -> TxResult<u64> {
+        let m = rec.meta(layout, g);
+        let out = |st: &mut TxState<LockMeta>, word: u64| {
+            if word & ABSENT == 0 {
+                rec.copy_words(layout, first, &mut st.row[first..first + words]);
+            }
+        };
+        if holds_exclusive(st, rec, g as u8) || holds_shared(st, rec, g as u8) {
+            let word = m.word.0.load(Ordering::Acquire) & !LOCK;
+            out(st, word);
+            return Ok(word);
+        }
+        let mut wait = Wait::new();
+        loop {
+            m.readers.fetch_add(1, Ordering::SeqCst);
+            let word = m.word.0.load(Ordering::SeqCst);
+            if word & LOCK == 0 {
+                if POLICY == WAIT_DIE {
+                    m.reader_ts.fetch_min(st.ts, Ordering::AcqRel);
+                }
+                st.shared.push(SharedLock {
+                    table,
+                    rec,
+                    group: g as u8,
+                });
+                out(st, word);
+                return Ok(word);
+            }
+            release_shared_count(m);
+            if word & UNLINKED != 0 {
+                return Err(TxError::Conflict(Conflict::ReadLocked));
+            }
+            wait.decide::<POLICY>(
+                st.ts,
+                m.owner_ts.load(Ordering::Acquire),
+                Conflict::ReadLocked,
+            )?;
+        }
+    }
+
+    fn on_write(
+        st: &mut TxState<LockMeta>,
+        _table: TableId,
+        rec: RecordPtr<LockMeta>,
+        layout: &RecordLayout,
+        groups: u32,
+        write: usize,
+    ) -> TxResult<()> {
+        let mut mask = groups;
+        while mask != 0 {
+            let g = mask.trailing_zeros() as u8;
+            mask &= mask - 1;
+            if holds_exclusive(st, rec, g) {
+                continue;
+            }
+            let own_readers = holds_shared(st, rec, g) as u32;
+            let m = rec.meta(layout, g as usize);
+            let mut wait = Wait::new();
+            let prev = loop {
+                let word = m.word.0.load(Ordering::SeqCst);
+                if word & LOCK != 0 {
+                    if word & UNLINKED != 0 {
+                        return Err(TxError::Conflict(Conflict::WriteLocked));
+                    }
+                    wait.decide::<POLICY>(
+                        st.ts,
+                        m.owner_ts.load(Ordering::Acquire),
+                        Conflict::WriteLocked,
+                    )?;
+                    continue;
+                }
+                if word & ABSENT != 0 {
+                    return Err(TxError::Conflict(Conflict::Validation));
+                }
+                if m.word.try_lock(word) {
+                    break word;
+                }
+            };
+            m.owner_ts.store(st.ts, Ordering::Release);
+            // Holding the lock bit keeps new readers out; wait for the current ones to leave.
+            while m.readers.load(Ordering::SeqCst) != own_readers {
+                let holder = m.reader_ts.load(Ordering::Acquire);
+                if let Err(e) = wait.decide::<POLICY>(st.ts, holder, Conflict::WriteLocked) {
+                    m.owner_ts.store(u64::MAX, Ordering::Relaxed);
+                    m.word.publish(prev);
+                    return Err(e);
+                }
+            }
+            st.locks.push(LockEntry {
+                rec,
+                group: g,
+                write: write as u32,
+                prev,
+                fresh: false,
+                held: true,
+            });
+        }
+        Ok(())
+    }
+
+    fn commit(st: &mut TxState<LockMeta>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()> {
+        let db = ctx.db;
+        if let Err(e) = commit::lock_inserts(st, db, ctx.guard) {
+            release_all(st, db);
+            return Err(e);
+        }
+        // A reused tombstone may be share-locked by readers that saw the key absent: the insert must
+        // not overtake them (fresh placeholders cannot have readers yet).
+        let read_by_others = st.locks.iter().any(|l| {
+            l.held
+                && !l.fresh
+                && st.writes[l.write as usize].kind == WriteKind::Insert
+                && l.rec
+                    .meta(
+                        db.table(st.writes[l.write as usize].table).layout(),
+                        l.group as usize,
+                    )
+                    .readers
+                    .load(Ordering::SeqCst)
+                    != holds_shared(st, l.rec, l.group) as u32
+        });
+        if read_by_others {
+            release_all(st, db);
+            return Err(TxError::Conflict(Conflict::WriteLocked));
+        }
+        st.locks.sort_unstable_by_key(|l| (l.rec.addr(), l.group));
+        fence(Ordering::SeqCst);
+        let epoch = db.epoch.current();
+        let valid = commit::validate_misses(st, db, ctx.guard)
+            .and_then(|()| commit::validate_scans(st, db, ctx.guard));
+        if let Err(e) = valid {
+            release_all(st, db);
+            return Err(e);
+        }
+        if st.writes.iter().any(|w| w.kind != WriteKind::Cancelled) {
+            for l in &st.locks {
+                let t = st.writes[l.write as usize].table;
+                l.rec
+                    .meta(db.table(t).layout(), l.group as usize)
+                    .owner_ts
+                    .store(u64::MAX, Ordering::Relaxed);
+            }
+            let tid = commit::choose_tid(st, *ctx.last_tid, epoch);
+            commit::install(st, db, tid);
+            *ctx.last_tid = tid;
+            ctx.tid = tid;
+        }
+        for s in st.shared.drain(..) {
+            release_shared_count(s.rec.meta(db.table(s.table).layout(), s.group as usize));
+        }
+        Ok(())
+    }
+
+    fn abort(st: &mut TxState<LockMeta>, db: &Database<Self>) {
+        release_all(st, db);
+    }
+
+    fn reclaim(st: &mut TxState<LockMeta>, db: &Database<Self>) {
+        commit::reclaim(db, st);
+    }
+}
