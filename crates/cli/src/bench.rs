@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use phasedb_txn::{Config, NoCc, Occ, Protocol, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie};
+use phasedb_txn::{Config, NoCc, Occ, Protocol, TicToc, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie};
 use phasedb_workloads::bank::{Bank, BankConfig};
 use phasedb_workloads::ycsb::{Variant, Ycsb, YcsbConfig};
 use phasedb_workloads::{BenchOptions, BenchResult, Workload, run_bench};
@@ -53,6 +53,8 @@ pub enum ProtocolName {
     /// Blocking two-phase locking with timeout-based deadlock resolution.
     #[value(name = "2pl")]
     TwoPl,
+    /// TicToc: OCC with data-driven logical timestamps.
+    Tictoc,
 }
 
 /// Metadata granularity: one column group per row, or several.
@@ -208,6 +210,7 @@ pub fn run_named<W: Workload>(
         ProtocolName::TwoPlNoWait => with_progress::<TwoPlNoWait, W>(workload, opts),
         ProtocolName::TwoPlWaitDie => with_progress::<TwoPlWaitDie, W>(workload, opts),
         ProtocolName::TwoPl => with_progress::<TwoPlBlocking, W>(workload, opts),
+        ProtocolName::Tictoc => with_progress::<TicToc, W>(workload, opts),
     }
 }
 

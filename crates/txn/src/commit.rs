@@ -371,6 +371,13 @@ fn unlink<P: Protocol<Meta: TidMeta>>(db: &Database<P>, u: Unlink, guard: &Guard
         if db.config.record_history {
             db.graveyard.lock().insert((u.table, u.key), tid(u.word));
         }
+        let claimed = (0..groups)
+            .map(|g| rec.meta(layout, g).read_ts())
+            .max()
+            .unwrap_or(0);
+        if claimed > 0 {
+            db.phantom_ts[u.table as usize].fetch_max(claimed, std::sync::atomic::Ordering::SeqCst);
+        }
         true
     });
     !shared

@@ -74,6 +74,9 @@ pub struct Database<P: Protocol> {
     pub(crate) graveyard: Mutex<HashMap<(TableId, u64), u64>>,
     histories: Mutex<Vec<History>>,
     pub(crate) activity: Activity,
+    /// Per table, a logical time every new record must be installed after: the latest commit time of
+    /// transactions that saw a key absent without a record to carry it (TicToc).
+    pub(crate) phantom_ts: Vec<crossbeam_utils::CachePadded<std::sync::atomic::AtomicU64>>,
     /// When the database was opened: the origin of transactions' age timestamps.
     pub(crate) opened: std::time::Instant,
     /// Deleted records left waiting by workers that were dropped; the next reclaiming worker adopts them.
@@ -92,6 +95,7 @@ impl<P: Protocol> Database<P> {
             graveyard: Mutex::new(HashMap::new()),
             histories: Mutex::new(Vec::new()),
             activity: Activity::new(MAX_WORKERS),
+            phantom_ts: Vec::new(),
             opened: std::time::Instant::now(),
             orphans: Mutex::new(VecDeque::new()),
             has_orphans: AtomicBool::new(false),
@@ -112,6 +116,7 @@ impl<P: Protocol> Database<P> {
     pub fn create_table(&mut self, spec: TableSpec) -> TableId {
         let id = self.tables.len() as TableId;
         self.tables.push(Table::new(id, spec));
+        self.phantom_ts.push(Default::default());
         id
     }
 

@@ -14,6 +14,8 @@ pub struct ReadEntry<M> {
     pub group: u8,
     pub rec: RecordPtr<M>,
     pub observed: u64,
+    /// A second word some protocols keep per read (TicToc: the read timestamp seen).
+    pub extra: u64,
 }
 
 /// What a buffered write does to its record.
@@ -94,6 +96,8 @@ pub struct TxState<M> {
     pub shared: Vec<SharedLock<M>>,
     /// The transaction's age priority: smaller is older; kept across retries.
     pub ts: u64,
+    /// Set by a protocol's `read_group` for the read being registered (TicToc: the read timestamp).
+    pub last_extra: u64,
 }
 
 /// A shared (read) lock a locking protocol holds on a group.
@@ -133,6 +137,7 @@ impl<M> TxState<M> {
             limbo: std::collections::VecDeque::new(),
             shared: Vec::with_capacity(64),
             ts: 0,
+            last_extra: 0,
         }
     }
 

@@ -103,6 +103,13 @@ pub trait TidMeta: Send + Sync + 'static {
     fn unshared(&self) -> bool {
         true
     }
+
+    /// The latest logical time up to which readers have claimed the group's version (TicToc's read
+    /// timestamp); 0 for protocols without one. Kept per table when a record is unlinked, so a later
+    /// insert of the key is ordered after those readers.
+    fn read_ts(&self) -> u64 {
+        0
+    }
 }
 
 impl TidMeta for TidWord {

@@ -157,6 +157,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 group: g as u8,
                 rec,
                 observed,
+                extra: self.st.last_extra,
             });
             if observed & ABSENT != 0 {
                 return Ok(false);
@@ -175,6 +176,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 group: 0,
                 rec,
                 observed,
+                extra: self.st.last_extra,
             });
             return Ok(false);
         }
@@ -292,6 +294,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                             group: 0,
                             rec,
                             observed,
+                            extra: self.st.last_extra,
                         });
                         if observed & ABSENT == 0 {
                             return Err(TxError::DuplicateKey { table: t, key });

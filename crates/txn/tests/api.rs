@@ -2,8 +2,8 @@
 
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{
-    Config, Database, NoCc, Occ, Protocol, TableId, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie,
-    TxError, columns,
+    Config, Database, NoCc, Occ, Protocol, TableId, TicToc, TwoPlBlocking, TwoPlNoWait,
+    TwoPlWaitDie, TxError, columns,
 };
 
 fn setup<P: Protocol>(fine: bool) -> (Database<P>, TableId) {
@@ -167,6 +167,12 @@ fn two_phase_locking_api() {
         api_semantics::<TwoPlWaitDie>(fine);
         api_semantics::<TwoPlBlocking>(fine);
     }
+}
+
+#[test]
+fn tictoc_api() {
+    api_semantics::<TicToc>(false);
+    api_semantics::<TicToc>(true);
 }
 
 #[test]
