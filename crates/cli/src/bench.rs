@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use phasedb_txn::{Config, NoCc, Occ, Protocol, TicToc, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie};
+use phasedb_txn::{
+    Config, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie,
+};
 use phasedb_workloads::bank::{Bank, BankConfig};
 use phasedb_workloads::ycsb::{Variant, Ycsb, YcsbConfig};
 use phasedb_workloads::{BenchOptions, BenchResult, Workload, run_bench};
@@ -55,6 +57,8 @@ pub enum ProtocolName {
     TwoPl,
     /// TicToc: OCC with data-driven logical timestamps.
     Tictoc,
+    /// SwissTM: eager write locks, optimistic reads, contention manager favouring older transactions.
+    Swisstm,
 }
 
 /// Metadata granularity: one column group per row, or several.
@@ -79,6 +83,8 @@ enum WorkloadArgs {
     Ycsb(YcsbArgs),
     /// Bank transfers with audits of the total balance.
     Bank(BankArgs),
+    /// TPC-C: all five transactions, or the NewOrder/Payment(/OrderStatus) mixes of the papers.
+    Tpcc(TpccArgs),
 }
 
 #[derive(Args, Debug)]
@@ -118,6 +124,26 @@ struct BankArgs {
     #[arg(long, default_value_t = 0.01)]
     audit_ratio: f64,
     /// Keep the balance in its own column group.
+    #[arg(long, value_enum, default_value_t = Granularity::Coarse)]
+    granularity: Granularity,
+}
+
+#[derive(Args, Debug)]
+struct TpccArgs {
+    /// Number of warehouses.
+    #[arg(long, default_value_t = 1)]
+    warehouses: u32,
+    /// Transaction mix: the specification's (standard), NewOrder/Payment 50/50 (no-p), or
+    /// NewOrder/Payment/OrderStatus 45:43:4 (no-p-os).
+    #[arg(long, value_parser = ["standard", "no-p", "no-p-os"], default_value = "standard")]
+    mix: String,
+    /// NewOrder: share of order lines supplied by another warehouse.
+    #[arg(long, default_value_t = 0.01)]
+    remote_item_ratio: f64,
+    /// Payment: share of payments for a customer of another warehouse.
+    #[arg(long, default_value_t = 0.15)]
+    remote_payment_ratio: f64,
+    /// One column group per row (coarse), or rarely and often updated fields apart (fine).
     #[arg(long, value_enum, default_value_t = Granularity::Coarse)]
     granularity: Granularity,
 }
@@ -190,6 +216,20 @@ pub fn run(args: BenchArgs) -> i32 {
             };
             dispatch(&mut Bank::new(cfg), c, &opts)
         }
+        WorkloadArgs::Tpcc(t) => {
+            use phasedb_workloads::tpcc::{Tpcc, TpccConfig, TpccMix};
+            let cfg = TpccConfig {
+                warehouses: t.warehouses,
+                mix: TpccMix::parse(&t.mix).expect("clap checked the mix"),
+                remote_item_ratio: t.remote_item_ratio,
+                remote_payment_ratio: t.remote_payment_ratio,
+                fine: t.granularity == Granularity::Fine,
+            };
+            if let Err(e) = cfg.validate() {
+                return fail(e);
+            }
+            dispatch(&mut Tpcc::new(cfg), c, &opts)
+        }
     }
 }
 
@@ -211,6 +251,7 @@ pub fn run_named<W: Workload>(
         ProtocolName::TwoPlWaitDie => with_progress::<TwoPlWaitDie, W>(workload, opts),
         ProtocolName::TwoPl => with_progress::<TwoPlBlocking, W>(workload, opts),
         ProtocolName::Tictoc => with_progress::<TicToc, W>(workload, opts),
+        ProtocolName::Swisstm => with_progress::<SwissTm, W>(workload, opts),
     }
 }
 

@@ -77,6 +77,9 @@ pub struct Database<P: Protocol> {
     /// Per table, a logical time every new record must be installed after: the latest commit time of
     /// transactions that saw a key absent without a record to carry it (TicToc).
     pub(crate) phantom_ts: Vec<crossbeam_utils::CachePadded<std::sync::atomic::AtomicU64>>,
+    /// Per activity slot, the age timestamp of a transaction another one asked to abort (SwissTM's
+    /// contention manager); the slot's owner checks it at each access.
+    pub(crate) abort_requests: Vec<crossbeam_utils::CachePadded<std::sync::atomic::AtomicU64>>,
     /// When the database was opened: the origin of transactions' age timestamps.
     pub(crate) opened: std::time::Instant,
     /// Deleted records left waiting by workers that were dropped; the next reclaiming worker adopts them.
@@ -96,6 +99,7 @@ impl<P: Protocol> Database<P> {
             histories: Mutex::new(Vec::new()),
             activity: Activity::new(MAX_WORKERS),
             phantom_ts: Vec::new(),
+            abort_requests: (0..MAX_WORKERS).map(|_| Default::default()).collect(),
             opened: std::time::Instant::now(),
             orphans: Mutex::new(VecDeque::new()),
             has_orphans: AtomicBool::new(false),

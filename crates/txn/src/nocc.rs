@@ -23,6 +23,7 @@ impl Protocol for NoCc {
     #[inline]
     fn read_group(
         st: &mut TxState<TidWord>,
+        _db: &Database<Self>,
         _table: TableId,
         rec: RecordPtr<TidWord>,
         layout: &RecordLayout,

@@ -29,6 +29,7 @@ impl Protocol for Occ {
     #[inline]
     fn read_group(
         st: &mut TxState<TidWord>,
+        _db: &Database<Self>,
         _table: TableId,
         rec: RecordPtr<TidWord>,
         layout: &RecordLayout,

@@ -21,6 +21,7 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     /// whose word is absent need not be copied.
     fn read_group(
         tx: &mut TxState<Self::Meta>,
+        db: &Database<Self>,
         table: TableId,
         rec: RecordPtr<Self::Meta>,
         layout: &RecordLayout,
@@ -33,6 +34,7 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     /// of `rec`, write `write` of the write set; eager-locking protocols lock here.
     fn on_write(
         _tx: &mut TxState<Self::Meta>,
+        _db: &Database<Self>,
         _table: TableId,
         _rec: RecordPtr<Self::Meta>,
         _layout: &RecordLayout,

@@ -92,16 +92,19 @@ pub struct TxState<M> {
     pub unlink: Vec<Unlink>,
     /// Deleted records waiting for their grace period, oldest first.
     pub limbo: std::collections::VecDeque<Unlink>,
-    /// Shared locks held by locking protocols while executing.
-    pub shared: Vec<SharedLock<M>>,
-    /// The transaction's age priority: smaller is older; kept across retries.
+    /// Locks a protocol holds while executing: shared locks (2PL), eager write locks (SwissTM).
+    pub held: Vec<HeldLock<M>>,
+    /// The transaction's age priority: smaller is older; kept across retries. Its low 10 bits are
+    /// the worker's activity slot, so it also names the transaction.
     pub ts: u64,
+    /// The worker's activity slot.
+    pub slot: usize,
     /// Set by a protocol's `read_group` for the read being registered (TicToc: the read timestamp).
     pub last_extra: u64,
 }
 
-/// A shared (read) lock a locking protocol holds on a group.
-pub struct SharedLock<M> {
+/// A lock a protocol holds on a group while the transaction executes.
+pub struct HeldLock<M> {
     pub table: TableId,
     pub rec: RecordPtr<M>,
     pub group: u8,
@@ -135,8 +138,9 @@ impl<M> TxState<M> {
             row: vec![0; row_words.max(1)],
             unlink: Vec::new(),
             limbo: std::collections::VecDeque::new(),
-            shared: Vec::with_capacity(64),
+            held: Vec::with_capacity(64),
             ts: 0,
+            slot: 0,
             last_extra: 0,
         }
     }
@@ -151,7 +155,7 @@ impl<M> TxState<M> {
         self.scans.clear();
         self.scan_seen.clear();
         self.locks.clear();
-        self.shared.clear();
+        self.held.clear();
     }
 
     #[inline]

@@ -61,6 +61,7 @@ impl Protocol for TicToc {
     #[inline]
     fn read_group(
         st: &mut TxState<TicTocMeta>,
+        _db: &Database<Self>,
         _table: TableId,
         rec: RecordPtr<TicTocMeta>,
         layout: &RecordLayout,

@@ -151,7 +151,8 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             let g = m.trailing_zeros() as usize;
             m &= m - 1;
             let group = table.schema().groups()[g];
-            let observed = P::read_group(self.st, t, rec, layout, g, group.word, group.words)?;
+            let observed =
+                P::read_group(self.st, self.db, t, rec, layout, g, group.word, group.words)?;
             self.st.reads.push(ReadEntry {
                 table: t,
                 group: g as u8,
@@ -169,7 +170,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
     /// Observes whether `rec` exists, registering the observation; used by writes that need the row.
     fn exists(&mut self, t: TableId, rec: RecordPtr<P::Meta>) -> TxResult<bool> {
         let layout = self.table(t).layout();
-        let observed = P::read_group(self.st, t, rec, layout, 0, 0, 0)?;
+        let observed = P::read_group(self.st, self.db, t, rec, layout, 0, 0, 0)?;
         if observed & ABSENT != 0 {
             self.st.reads.push(ReadEntry {
                 table: t,
@@ -252,7 +253,15 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             let schema = self.table(t).schema();
             let new_groups = schema.groups_of(entry.columns) & !schema.groups_of(before);
             if new_groups != 0 {
-                P::on_write(self.st, t, rec, self.table(t).layout(), new_groups, w)?;
+                P::on_write(
+                    self.st,
+                    self.db,
+                    t,
+                    rec,
+                    self.table(t).layout(),
+                    new_groups,
+                    w,
+                )?;
             }
         }
         Ok(true)
@@ -288,7 +297,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 match rec {
                     Some(rec) => {
                         let layout = self.table(t).layout();
-                        let observed = P::read_group(self.st, t, rec, layout, 0, 0, 0)?;
+                        let observed = P::read_group(self.st, self.db, t, rec, layout, 0, 0, 0)?;
                         self.st.reads.push(ReadEntry {
                             table: t,
                             group: 0,
@@ -339,7 +348,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                         let schema = self.table(t).schema();
                         let rest = schema.all_groups() & !schema.groups_of(written);
                         if rest != 0 {
-                            P::on_write(self.st, t, rec, self.table(t).layout(), rest, w)?;
+                            P::on_write(self.st, self.db, t, rec, self.table(t).layout(), rest, w)?;
                         }
                         Ok(true)
                     }
@@ -359,7 +368,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 }
                 let w = self.push_write(t, key, Some(rec), WriteKind::Delete);
                 let all = self.table(t).schema().all_groups();
-                P::on_write(self.st, t, rec, self.table(t).layout(), all, w)?;
+                P::on_write(self.st, self.db, t, rec, self.table(t).layout(), all, w)?;
                 Ok(true)
             }
         }

@@ -2,7 +2,7 @@
 
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{
-    Config, Database, NoCc, Occ, Protocol, TableId, TicToc, TwoPlBlocking, TwoPlNoWait,
+    Config, Database, NoCc, Occ, Protocol, SwissTm, TableId, TicToc, TwoPlBlocking, TwoPlNoWait,
     TwoPlWaitDie, TxError, columns,
 };
 
@@ -167,6 +167,12 @@ fn two_phase_locking_api() {
         api_semantics::<TwoPlWaitDie>(fine);
         api_semantics::<TwoPlBlocking>(fine);
     }
+}
+
+#[test]
+fn swisstm_api() {
+    api_semantics::<SwissTm>(false);
+    api_semantics::<SwissTm>(true);
 }
 
 #[test]

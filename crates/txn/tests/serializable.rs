@@ -6,7 +6,7 @@ mod common;
 
 use common::{Mix, run, seeds};
 use phasedb_check::{Anomaly, check_serializable};
-use phasedb_txn::{NoCc, Occ, Protocol, TicToc, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie};
+use phasedb_txn::{NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie};
 
 const MIX: Mix = Mix {
     keys: 12,
@@ -58,6 +58,12 @@ fn two_phase_locking_is_serializable() {
         assert_serializable::<TwoPlWaitDie>(fine);
         assert_serializable::<TwoPlBlocking>(fine);
     }
+}
+
+#[test]
+fn swisstm_is_serializable() {
+    assert_serializable::<SwissTm>(false);
+    assert_serializable::<SwissTm>(true);
 }
 
 #[test]

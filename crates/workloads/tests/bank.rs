@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use phasedb_txn::{Config, NoCc, Occ, Protocol, TicToc, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie};
+use phasedb_txn::{
+    Config, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie,
+};
 use phasedb_workloads::bank::{Bank, BankConfig};
 use phasedb_workloads::{BenchOptions, BenchResult, run_bench};
 
@@ -95,6 +97,12 @@ fn two_phase_locking_keeps_the_total_under_contention() {
         keeps_the_invariant::<TwoPlWaitDie>(fine);
         keeps_the_invariant::<TwoPlBlocking>(fine);
     }
+}
+
+#[test]
+fn swisstm_keeps_the_total_under_contention() {
+    keeps_the_invariant::<SwissTm>(false);
+    keeps_the_invariant::<SwissTm>(true);
 }
 
 #[test]
