@@ -26,6 +26,7 @@ impl Protocol for Occ {
         TidWord::new(word)
     }
 
+    #[allow(clippy::too_many_arguments)] // the hot read path; kept flat so it inlines
     #[inline]
     fn read_group(
         st: &mut TxState<TidWord>,

@@ -19,6 +19,7 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     /// Copies group `g` of `rec` (its row words `first..first + words`) into `tx.row` consistently,
     /// with whatever the protocol needs (a lock, a version), and returns the TID word observed. A group
     /// whose word is absent need not be copied.
+    #[allow(clippy::too_many_arguments)] // the hot read path; kept flat so it inlines
     fn read_group(
         tx: &mut TxState<Self::Meta>,
         db: &Database<Self>,

@@ -157,6 +157,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
         }
     }
 
+    #[allow(clippy::too_many_arguments)] // the hot read path; kept flat so it inlines
     fn read_group(
         st: &mut TxState<LockMeta>,
         _db: &Database<Self>,
