@@ -5,7 +5,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use phasedb_txn::{
-    Config, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie,
+    Adaptive, Config, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait,
+    TwoPlWaitDie,
 };
 use phasedb_workloads::bank::{Bank, BankConfig};
 use phasedb_workloads::ycsb::{Variant, Ycsb, YcsbConfig};
@@ -59,6 +60,8 @@ pub enum ProtocolName {
     Tictoc,
     /// SwissTM: eager write locks, optimistic reads, contention manager favouring older transactions.
     Swisstm,
+    /// Adaptive reader-writer locks that turn pessimistic on contended records.
+    Adaptive,
 }
 
 /// Metadata granularity: one column group per row, or several.
@@ -252,6 +255,7 @@ pub fn run_named<W: Workload>(
         ProtocolName::TwoPl => with_progress::<TwoPlBlocking, W>(workload, opts),
         ProtocolName::Tictoc => with_progress::<TicToc, W>(workload, opts),
         ProtocolName::Swisstm => with_progress::<SwissTm, W>(workload, opts),
+        ProtocolName::Adaptive => with_progress::<Adaptive, W>(workload, opts),
     }
 }
 

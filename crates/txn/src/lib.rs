@@ -7,6 +7,7 @@
 //! TIDs, epochs and phantom protection).
 
 mod activity;
+mod adaptive;
 mod commit;
 mod database;
 mod epoch;
@@ -24,6 +25,7 @@ mod twopl;
 mod tx;
 mod worker;
 
+pub use adaptive::{Adaptive, AdaptiveMeta};
 pub use database::{Config, Database, MAX_WORKERS};
 pub use error::{Conflict, TxError, TxResult};
 pub use nocc::NoCc;

@@ -2,8 +2,8 @@
 
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{
-    Config, Database, NoCc, Occ, Protocol, SwissTm, TableId, TicToc, TwoPlBlocking, TwoPlNoWait,
-    TwoPlWaitDie, TxError, columns,
+    Adaptive, Config, Database, NoCc, Occ, Protocol, SwissTm, TableId, TicToc, TwoPlBlocking,
+    TwoPlNoWait, TwoPlWaitDie, TxError, columns,
 };
 
 fn setup<P: Protocol>(fine: bool) -> (Database<P>, TableId) {
@@ -173,6 +173,12 @@ fn two_phase_locking_api() {
 fn swisstm_api() {
     api_semantics::<SwissTm>(false);
     api_semantics::<SwissTm>(true);
+}
+
+#[test]
+fn adaptive_api() {
+    api_semantics::<Adaptive>(false);
+    api_semantics::<Adaptive>(true);
 }
 
 #[test]

@@ -6,7 +6,9 @@ mod common;
 
 use common::{Mix, run, seeds};
 use phasedb_check::{Anomaly, check_serializable};
-use phasedb_txn::{NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie};
+use phasedb_txn::{
+    Adaptive, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie,
+};
 
 const MIX: Mix = Mix {
     keys: 12,
@@ -64,6 +66,12 @@ fn two_phase_locking_is_serializable() {
 fn swisstm_is_serializable() {
     assert_serializable::<SwissTm>(false);
     assert_serializable::<SwissTm>(true);
+}
+
+#[test]
+fn adaptive_is_serializable() {
+    assert_serializable::<Adaptive>(false);
+    assert_serializable::<Adaptive>(true);
 }
 
 #[test]

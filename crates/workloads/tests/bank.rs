@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use phasedb_txn::{
-    Config, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie,
+    Adaptive, Config, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait,
+    TwoPlWaitDie,
 };
 use phasedb_workloads::bank::{Bank, BankConfig};
 use phasedb_workloads::{BenchOptions, BenchResult, run_bench};
@@ -103,6 +104,12 @@ fn two_phase_locking_keeps_the_total_under_contention() {
 fn swisstm_keeps_the_total_under_contention() {
     keeps_the_invariant::<SwissTm>(false);
     keeps_the_invariant::<SwissTm>(true);
+}
+
+#[test]
+fn adaptive_keeps_the_total_under_contention() {
+    keeps_the_invariant::<Adaptive>(false);
+    keeps_the_invariant::<Adaptive>(true);
 }
 
 #[test]
