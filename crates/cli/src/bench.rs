@@ -5,10 +5,11 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use phasedb_txn::{
-    Adaptive, Config, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait,
+    Adaptive, Atomic, Config, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait,
     TwoPlWaitDie,
 };
 use phasedb_workloads::bank::{Bank, BankConfig};
+use phasedb_workloads::incr::{Incr, IncrConfig, KeyChoice};
 use phasedb_workloads::ycsb::{Variant, Ycsb, YcsbConfig};
 use phasedb_workloads::{BenchOptions, BenchResult, Workload, run_bench};
 
@@ -62,6 +63,8 @@ pub enum ProtocolName {
     Swisstm,
     /// Adaptive reader-writer locks that turn pessimistic on contended records.
     Adaptive,
+    /// Atomic instructions and no other concurrency control (increment workloads only).
+    Atomic,
 }
 
 /// Metadata granularity: one column group per row, or several.
@@ -88,6 +91,30 @@ enum WorkloadArgs {
     Bank(BankArgs),
     /// TPC-C: all five transactions, or the NewOrder/Payment(/OrderStatus) mixes of the papers.
     Tpcc(TpccArgs),
+    /// INCR1 (Doppel): each transaction increments one key; `--hot` of them the same key.
+    Incr1(Incr1Args),
+    /// INCRZ (Doppel): each transaction increments one zipfian-chosen key.
+    Incrz(IncrzArgs),
+}
+
+#[derive(Args, Debug)]
+struct Incr1Args {
+    /// Number of keys.
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// Share of transactions that increment the single hot key.
+    #[arg(long, default_value_t = 0.0)]
+    hot: f64,
+}
+
+#[derive(Args, Debug)]
+struct IncrzArgs {
+    /// Number of keys.
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: u64,
+    /// Zipfian skew of key choice.
+    #[arg(long, default_value_t = 1.4)]
+    alpha: f64,
 }
 
 #[derive(Args, Debug)]
@@ -188,6 +215,13 @@ pub fn run(args: BenchArgs) -> i32 {
             ..Config::default()
         },
     };
+    let increments = matches!(
+        args.workload,
+        WorkloadArgs::Incr1(_) | WorkloadArgs::Incrz(_)
+    );
+    if c.protocol == ProtocolName::Atomic && !increments {
+        return fail("the atomic protocol runs only the increment workloads (incr1, incrz)");
+    }
     match &args.workload {
         WorkloadArgs::Ycsb(y) => {
             let variant = Variant::parse(&y.variant).expect("clap checked the variant");
@@ -219,6 +253,22 @@ pub fn run(args: BenchArgs) -> i32 {
             };
             dispatch(&mut Bank::new(cfg), c, &opts)
         }
+        WorkloadArgs::Incr1(a) => incr(
+            IncrConfig {
+                keys: a.keys,
+                choice: KeyChoice::Hot(a.hot),
+            },
+            c,
+            &opts,
+        ),
+        WorkloadArgs::Incrz(a) => incr(
+            IncrConfig {
+                keys: a.keys,
+                choice: KeyChoice::Zipf(a.alpha),
+            },
+            c,
+            &opts,
+        ),
         WorkloadArgs::Tpcc(t) => {
             use phasedb_workloads::tpcc::{Tpcc, TpccConfig, TpccMix};
             let cfg = TpccConfig {
@@ -234,6 +284,13 @@ pub fn run(args: BenchArgs) -> i32 {
             dispatch(&mut Tpcc::new(cfg), c, &opts)
         }
     }
+}
+
+fn incr(cfg: IncrConfig, c: &Common, opts: &BenchOptions) -> i32 {
+    if let Err(e) = cfg.validate() {
+        return fail(e);
+    }
+    dispatch(&mut Incr::new(cfg), c, opts)
 }
 
 fn dispatch<W: Workload>(workload: &mut W, c: &Common, opts: &BenchOptions) -> i32 {
@@ -256,6 +313,7 @@ pub fn run_named<W: Workload>(
         ProtocolName::Tictoc => with_progress::<TicToc, W>(workload, opts),
         ProtocolName::Swisstm => with_progress::<SwissTm, W>(workload, opts),
         ProtocolName::Adaptive => with_progress::<Adaptive, W>(workload, opts),
+        ProtocolName::Atomic => with_progress::<Atomic, W>(workload, opts),
     }
 }
 

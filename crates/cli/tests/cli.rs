@@ -144,7 +144,16 @@ fn bad_flags_get_clear_errors() {
             &["bench", "bank", "--accounts", "1"],
             "--accounts must be at least 2",
         ),
-        (&["bench", "tpcc"], "unrecognized subcommand"),
+        (
+            &["bench", "ycsb", "--protocol", "atomic"],
+            "the atomic protocol runs only the increment workloads",
+        ),
+        (
+            &["bench", "incr1", "--hot", "2"],
+            "--hot must be between 0 and 1",
+        ),
+        (&["bench", "incrz", "--alpha", "1"], "--alpha must be"),
+        (&["bench", "nosuchworkload"], "unrecognized subcommand"),
     ];
     for (args, needle) in cases {
         let (code, out, err) = phasedb(args);

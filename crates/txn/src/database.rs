@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use phasedb_check::History;
-use phasedb_storage::{InsertOutcome, RowBuf, Table, TableId, TableSpec};
+use phasedb_storage::{InsertOutcome, RowBuf, RowView, Table, TableId, TableSpec};
+
+use crate::tid::TidMeta;
 
 use crate::activity::Activity;
 use crate::epoch::EpochClock;
@@ -160,6 +162,21 @@ impl<P: Protocol> Database<P> {
             InsertOutcome::Inserted(_) => Ok(()),
             InsertOutcome::Exists(_) => Err(TxError::DuplicateKey { table: t, key }),
         }
+    }
+
+    /// Calls `f(key, row)` on every existing row of table `t`, outside any transaction. Only for use
+    /// when no transaction runs (consistency checks after a run): it reads without concurrency control.
+    pub fn for_each_row_quiescent(&self, t: TableId, mut f: impl FnMut(u64, RowView<'_>)) {
+        let table = self.table(t);
+        let schema = table.schema();
+        let mut words = vec![0u64; schema.row_words()];
+        let guard = phasedb_storage::pin();
+        table.for_each(&guard, |rec| {
+            if rec.meta(table.layout(), 0).tid().load() & crate::tid::ABSENT == 0 {
+                rec.copy_words(table.layout(), 0, &mut words);
+                f(rec.key(), RowView::new(schema, &words));
+            }
+        });
     }
 
     /// A new worker: the per-thread context that runs transactions. Create one per thread.

@@ -8,6 +8,7 @@
 
 mod activity;
 mod adaptive;
+mod atomic;
 mod commit;
 mod database;
 mod epoch;
@@ -16,6 +17,7 @@ mod nocc;
 mod occ;
 mod protocol;
 mod record;
+mod splittable;
 mod state;
 mod stats;
 mod swisstm;
@@ -26,12 +28,14 @@ mod tx;
 mod worker;
 
 pub use adaptive::{Adaptive, AdaptiveMeta};
+pub use atomic::Atomic;
 pub use database::{Config, Database, MAX_WORKERS};
 pub use error::{Conflict, TxError, TxResult};
 pub use nocc::NoCc;
 pub use occ::Occ;
 pub use protocol::Protocol;
 pub use record::item;
+pub use splittable::SplitOp;
 pub use state::{CommitCtx, TxState};
 pub use stats::{CONFLICT_KINDS, Stats, TypeStats};
 pub use swisstm::{SwissMeta, SwissTm};

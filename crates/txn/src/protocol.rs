@@ -1,8 +1,10 @@
-use phasedb_storage::{RecordLayout, RecordPtr, TableId};
+use phasedb_storage::{Guard, RecordLayout, RecordPtr, TableId};
 
 use crate::database::Database;
 use crate::error::TxResult;
+use crate::splittable::SplitOp;
 use crate::state::{CommitCtx, TxState};
+use crate::tid::TidMeta;
 
 /// A concurrency-control protocol: the metadata each column group of each record carries, how a
 /// transaction reads and writes a group, and how it commits or aborts. The engine is generic over it
@@ -10,8 +12,8 @@ use crate::state::{CommitCtx, TxState};
 pub trait Protocol: Sized + Send + Sync + 'static {
     /// Name used on the command line and in reports.
     const NAME: &'static str;
-    /// Per-group record metadata.
-    type Meta: Send + Sync + 'static;
+    /// Per-group record metadata; it holds a TID word with the group's status and version.
+    type Meta: TidMeta;
 
     /// Metadata holding the TID word `word` (see [`crate::tid`]) for a new record or placeholder.
     fn new_meta(word: u64) -> Self::Meta;
@@ -43,6 +45,21 @@ pub trait Protocol: Sized + Send + Sync + 'static {
         _write: usize,
     ) -> TxResult<()> {
         Ok(())
+    }
+
+    /// Applies a splittable operation without buffering it, if the protocol does so (the `atomic`
+    /// baseline); `None` lets the transaction run it as a read-modify-write.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_in_place(
+        _tx: &mut TxState<Self::Meta>,
+        _db: &Database<Self>,
+        _table: TableId,
+        _key: u64,
+        _col: usize,
+        _op: SplitOp,
+        _guard: &Guard,
+    ) -> Option<TxResult<bool>> {
+        None
     }
 
     /// Validates and installs the transaction's buffered writes, or returns the conflict that aborts it.

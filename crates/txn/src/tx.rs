@@ -1,10 +1,11 @@
 use phasedb_storage::{
-    ColumnId, Guard, RecordPtr, RowBuf, RowView, Schema, Table, TableId, merge_columns,
+    ColumnId, ColumnType, Guard, RecordPtr, RowBuf, RowView, Schema, Table, TableId, merge_columns,
 };
 
 use crate::database::Database;
 use crate::error::{TxError, TxResult};
 use crate::protocol::Protocol;
+use crate::splittable::SplitOp;
 use crate::state::{MissEntry, ReadEntry, ScanEntry, TxState, WriteEntry, WriteKind};
 use crate::tid::ABSENT;
 
@@ -62,6 +63,43 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
     /// The schema of table `t`.
     pub fn schema(&self, t: TableId) -> &'db Schema {
         self.db.table(t).schema()
+    }
+
+    /// Applies the splittable operation `op` to integer column `col` of row `key`; false if the row does
+    /// not exist. The protocol decides how: in place, or (by default) as a read-modify-write.
+    pub fn apply(&mut self, t: TableId, key: u64, col: ColumnId, op: SplitOp) -> TxResult<bool> {
+        let ty = crate::splittable::check_int(self.table(t).schema(), col)?;
+        if let Some(done) = P::apply_in_place(self.st, self.db, t, key, col, op, self.guard) {
+            return done;
+        }
+        let Some(row) = self.get_columns(t, key, columns(&[col]))? else {
+            return Ok(false);
+        };
+        let value = op.apply(crate::splittable::read_int(&row, col)?);
+        self.update(t, key, |w| match ty {
+            ColumnType::U64 => w.set_u64(col, value as u64),
+            _ => w.set_i64(col, value),
+        })
+    }
+
+    /// Adds `delta` to integer column `col` of row `key` (see [`Tx::apply`]).
+    pub fn add(&mut self, t: TableId, key: u64, col: ColumnId, delta: i64) -> TxResult<bool> {
+        self.apply(t, key, col, SplitOp::Add(delta))
+    }
+
+    /// Raises integer column `col` of row `key` to at least `v` (see [`Tx::apply`]).
+    pub fn max(&mut self, t: TableId, key: u64, col: ColumnId, v: i64) -> TxResult<bool> {
+        self.apply(t, key, col, SplitOp::Max(v))
+    }
+
+    /// Lowers integer column `col` of row `key` to at most `v` (see [`Tx::apply`]).
+    pub fn min(&mut self, t: TableId, key: u64, col: ColumnId, v: i64) -> TxResult<bool> {
+        self.apply(t, key, col, SplitOp::Min(v))
+    }
+
+    /// Multiplies integer column `col` of row `key` by `v` (see [`Tx::apply`]).
+    pub fn mult(&mut self, t: TableId, key: u64, col: ColumnId, v: i64) -> TxResult<bool> {
+        self.apply(t, key, col, SplitOp::Mult(v))
     }
 
     /// An error that aborts the transaction without retry: `return Err(tx.abort())`.

@@ -90,9 +90,9 @@ pub fn run_bench<P: Protocol, W: Workload>(
                         }
                         if let Err(e) = workload.run_one(&mut th, &mut worker)
                             && !matches!(e, phasedb_txn::TxError::UserAbort)
+                            && !failed.swap(true, Ordering::Relaxed)
                         {
                             eprintln!("worker {i}: transaction failed: {e}");
-                            failed.store(true, Ordering::Relaxed);
                         }
                         done += 1;
                         counters[i].store(done, Ordering::Relaxed);
