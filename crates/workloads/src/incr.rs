@@ -39,7 +39,7 @@ impl IncrConfig {
             KeyChoice::Hot(h) if !(0.0..=1.0).contains(&h) => {
                 Err("--hot must be between 0 and 1".into())
             }
-            KeyChoice::Zipf(a) if !(a >= 0.0 && a < 10.0) || (a - 1.0).abs() < 1e-9 => {
+            KeyChoice::Zipf(a) if !(0.0..10.0).contains(&a) || (a - 1.0).abs() < 1e-9 => {
                 Err("--alpha must be in [0, 10) and not exactly 1".into())
             }
             _ => Ok(()),
