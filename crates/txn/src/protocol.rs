@@ -66,6 +66,16 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     /// Either way it leaves no lock held.
     fn commit(tx: &mut TxState<Self::Meta>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()>;
 
+    /// Whether everything the attempt read is still current. Asked when a procedure returns an error or
+    /// panics: under optimistic protocols it may have acted on an inconsistent view, and then the
+    /// attempt is retried as a conflict instead of reporting the error. Lock-based reads are always
+    /// consistent.
+    fn reads_valid(tx: &mut TxState<Self::Meta>, db: &Database<Self>, guard: &Guard) -> bool {
+        crate::commit::validate_reads(tx, db).is_ok()
+            && crate::commit::validate_misses(tx, db, guard).is_ok()
+            && crate::commit::validate_scans(tx, db, guard).is_ok()
+    }
+
     /// Releases whatever an attempt that will not commit still holds (locks taken while executing).
     fn abort(_tx: &mut TxState<Self::Meta>, _db: &Database<Self>) {}
 

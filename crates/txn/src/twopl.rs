@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
-use phasedb_storage::{RecordLayout, RecordPtr, TableId};
+use phasedb_storage::{Guard, RecordLayout, RecordPtr, TableId};
 
 use crate::commit;
 use crate::database::Database;
@@ -319,6 +319,10 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
             release_shared_count(s.rec.meta(db.table(s.table).layout(), s.group as usize));
         }
         Ok(())
+    }
+
+    fn reads_valid(_st: &mut TxState<LockMeta>, _db: &Database<Self>, _guard: &Guard) -> bool {
+        true
     }
 
     fn abort(st: &mut TxState<LockMeta>, db: &Database<Self>) {

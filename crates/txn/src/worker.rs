@@ -7,7 +7,7 @@ use crossbeam_utils::CachePadded;
 use phasedb_check::History;
 
 use crate::database::Database;
-use crate::error::{TxError, TxResult};
+use crate::error::{Conflict, TxError, TxResult};
 use crate::protocol::Protocol;
 use crate::state::{CommitCtx, TxState};
 use crate::stats::Stats;
@@ -106,9 +106,18 @@ impl<'db, P: Protocol> Worker<'db, P> {
                         let tid = ctx.tid;
                         committed.map(|()| (value, tid))
                     }
+                    Ok(Err(e @ TxError::Conflict(_))) => Err(e),
                     Ok(Err(e)) => Err(e),
                     Err(panic) => Err(TxError::Panicked(panic_message(&*panic))),
                 }
+                .or_else(|e| match e {
+                    TxError::Conflict(_) => Err(e),
+                    // An optimistic attempt may have failed only because it saw an inconsistent view.
+                    _ if !P::reads_valid(&mut self.state, db, &guard) => {
+                        Err(TxError::Conflict(Conflict::Validation))
+                    }
+                    _ => Err(e),
+                })
             };
             if outcome.is_err() {
                 P::abort(&mut self.state, db);
