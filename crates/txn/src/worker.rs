@@ -106,17 +106,16 @@ impl<'db, P: Protocol> Worker<'db, P> {
                         let tid = ctx.tid;
                         committed.map(|()| (value, tid))
                     }
-                    Ok(Err(e @ TxError::Conflict(_))) => Err(e),
                     Ok(Err(e)) => Err(e),
                     Err(panic) => Err(TxError::Panicked(panic_message(&*panic))),
                 }
-                .or_else(|e| match e {
-                    TxError::Conflict(_) => Err(e),
+                .map_err(|e| match e {
+                    TxError::Conflict(_) => e,
                     // An optimistic attempt may have failed only because it saw an inconsistent view.
                     _ if !P::reads_valid(&mut self.state, db, &guard) => {
-                        Err(TxError::Conflict(Conflict::Validation))
+                        TxError::Conflict(Conflict::Validation)
                     }
-                    _ => Err(e),
+                    _ => e,
                 })
             };
             if outcome.is_err() {
