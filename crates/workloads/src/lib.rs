@@ -4,6 +4,8 @@
 
 pub mod bank;
 mod driver;
+pub mod incr;
+pub mod tpcc;
 pub mod ycsb;
 mod zipf;
 

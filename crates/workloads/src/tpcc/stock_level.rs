@@ -1,0 +1,67 @@
+//! The Stock-Level transaction (clause 2.8): counts the distinct items of a district's last 20
+//! orders whose stock is below a threshold.
+
+use phasedb_txn::{Protocol, Tx, TxResult, columns};
+use rand::RngExt;
+use rand::rngs::SmallRng;
+
+use super::schema::*;
+use super::{Scratch, missing};
+
+/// The terminal input of a Stock-Level (clause 2.8.1).
+#[derive(Clone, Debug, Default)]
+pub struct Input {
+    /// The warehouse (the home warehouse).
+    pub w_id: u32,
+    /// The district.
+    pub d_id: u32,
+    /// The stock threshold, 10..=20.
+    pub threshold: u64,
+}
+
+impl Input {
+    /// Generates the input of a Stock-Level from home warehouse `home`.
+    pub fn generate(&mut self, rng: &mut SmallRng, home: u32) {
+        self.w_id = home;
+        self.d_id = rng.random_range(1..=DISTRICTS);
+        self.threshold = rng.random_range(10..=20);
+    }
+}
+
+/// Runs a Stock-Level; returns the number of distinct low-stock items.
+pub fn run<P: Protocol>(
+    tx: &mut Tx<'_, '_, P>,
+    t: &Tables,
+    input: &Input,
+    scratch: &mut Scratch,
+) -> TxResult<u32> {
+    let (w, d) = (input.w_id, input.d_id);
+    let next_o_id = {
+        use district::*;
+        tx.get_columns(t.district, district_key(w, d), columns(&[D_NEXT_O_ID]))?
+            .ok_or(missing("district"))?
+            .u64(D_NEXT_O_ID) as u32
+    };
+    let items = &mut scratch.items;
+    items.clear();
+    let lo = order_line_key(w, d, next_o_id.saturating_sub(20), 0);
+    let hi = order_line_key(w, d, next_o_id - 1, MAX_OL_CNT as u32);
+    let cols = columns(&[order_line::OL_I_ID]);
+    tx.scan(t.order_line, lo, hi, usize::MAX, cols, |_, row| {
+        items.push(row.u64(order_line::OL_I_ID) as u32);
+        true
+    })?;
+    items.sort_unstable();
+    items.dedup();
+    tx.prefetch(t.stock, items.iter().map(|&i| stock_key(w, i)));
+    let mut low = 0;
+    for &i in items.iter() {
+        use stock::*;
+        let quantity = tx
+            .get_columns(t.stock, stock_key(w, i), columns(&[S_QUANTITY]))?
+            .ok_or(missing("stock"))?
+            .u64(S_QUANTITY);
+        low += (quantity < input.threshold) as u32;
+    }
+    Ok(low)
+}
