@@ -53,7 +53,6 @@ fn set_address(rng: &mut SmallRng, r: &mut RowBuf<'_>, street_1: usize) {
 
 /// Loads every table for `warehouses` warehouses; `c` are the NURand constants of the load.
 pub fn load<P: Protocol>(db: &Database<P>, t: &Tables, warehouses: u32, c: NuRandC) {
-    load_sentinels(db, t);
     load_items(db, t);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -67,20 +66,6 @@ pub fn load<P: Protocol>(db: &Database<P>, t: &Tables, warehouses: u32, c: NuRan
             });
         }
     });
-}
-
-/// Puts an empty row under key 0 (warehouse 0, which no range of a transaction or of the check
-/// includes) in every table with an ordered index.
-///
-/// Works around a storage performance bug: a scan whose low key is below every key of the ordered
-/// index walks the whole index (scc's `TreeIndex::range` finds no entry at or below the bound and
-/// falls back to visiting every leaf), so e.g. Delivery's scan of warehouse 1 district 1 from order 0
-/// cost 0.5 ms per 9,000 new-order rows. With a smaller key present the scan starts in O(log n).
-fn load_sentinels<P: Protocol>(db: &Database<P>, t: &Tables) {
-    let mut rows = Rows { db, buf: vec![] };
-    for table in t.ordered() {
-        rows.put(table, SENTINEL_KEY, |_| {});
-    }
 }
 
 fn load_items<P: Protocol>(db: &Database<P>, t: &Tables) {

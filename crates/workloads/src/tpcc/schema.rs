@@ -287,12 +287,8 @@ pub struct Tables {
     pub order_customer: TableId,
 }
 
-/// Key of an empty row in every table with an ordered index, below every real key (see
-/// `load_sentinels` in the loader); never in the range of a scan.
-pub const SENTINEL_KEY: u64 = 0;
-
 impl Tables {
-    /// The tables with an ordered index (each holds a row at [`SENTINEL_KEY`]).
+    /// The tables with an ordered index.
     pub fn ordered(&self) -> [TableId; 5] {
         [
             self.new_order,
