@@ -91,6 +91,17 @@ pub fn run<P: Protocol>(tx: &mut Tx<'_, '_, P>, t: &Tables, input: &Input) -> Tx
         tx.update(t.district, key, |r| r.set_u64(D_NEXT_O_ID, o_id + 1))?;
         (d_tax, o_id as u32)
     };
+    // The new rows' index slots are cold: start loading them all at once.
+    tx.prefetch(t.order, std::iter::once(order_key(w, d, o_id)));
+    tx.prefetch(t.new_order, std::iter::once(order_key(w, d, o_id)));
+    tx.prefetch(
+        t.order_customer,
+        std::iter::once(order_customer_key(w, d, input.c_id, o_id)),
+    );
+    tx.prefetch(
+        t.order_line,
+        (1..=lines.len() as u32).map(|n| order_line_key(w, d, o_id, n)),
+    );
     let c_discount = {
         use customer::*;
         let row = tx
