@@ -14,7 +14,7 @@ use crate::commit;
 use crate::database::Database;
 use crate::error::{Conflict, TxError, TxResult};
 use crate::protocol::Protocol;
-use crate::state::{CommitCtx, HeldLock, TxState, WriteKind};
+use crate::state::{CommitCtx, TxState, WriteKind};
 use crate::tid::{ABSENT, LOCK, TidMeta, TidWord, UNLINKED};
 
 /// Contention score at which a group turns pessimistic; it stays so until the score decays to zero.
@@ -97,11 +97,11 @@ fn conflict<T>(c: Conflict) -> TxResult<T> {
 }
 
 fn holds_shared(st: &TxState<AdaptiveMeta>, rec: RecordPtr<AdaptiveMeta>, g: u8) -> bool {
-    st.held.iter().any(|h| h.rec == rec && h.group == g)
+    st.holds(rec, g)
 }
 
 fn release_shared(st: &mut TxState<AdaptiveMeta>, db: &Database<Adaptive>, relax: bool) {
-    for h in st.held.drain(..) {
+    for h in st.take_held() {
         let m = h.rec.meta(db.table(h.table).layout(), h.group as usize);
         m.readers.fetch_sub(1, Ordering::AcqRel);
         if relax {
@@ -150,11 +150,7 @@ impl Protocol for Adaptive {
                     m.penalise();
                     return conflict(Conflict::ReadLocked);
                 }
-                st.held.push(HeldLock {
-                    table,
-                    rec,
-                    group: g as u8,
-                });
+                st.hold(table, rec, g as u8);
             }
             let word = m.word.0.load(Ordering::Acquire);
             if word & ABSENT == 0 {

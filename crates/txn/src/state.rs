@@ -94,6 +94,8 @@ pub struct TxState<M> {
     pub limbo: std::collections::VecDeque<Unlink>,
     /// Locks a protocol holds while executing: shared locks (2PL), eager write locks (SwissTM).
     pub held: Vec<HeldLock<M>>,
+    /// The (record address, group) pairs of `held`, for constant-time "do I hold it" checks.
+    pub held_set: rustc_hash::FxHashSet<(usize, u8)>,
     /// The transaction's age priority: smaller is older; kept across retries. Its low 10 bits are
     /// the worker's activity slot, so it also names the transaction.
     pub ts: u64,
@@ -139,6 +141,7 @@ impl<M> TxState<M> {
             unlink: Vec::new(),
             limbo: std::collections::VecDeque::new(),
             held: Vec::with_capacity(64),
+            held_set: rustc_hash::FxHashSet::default(),
             ts: 0,
             slot: 0,
             last_extra: 0,
@@ -156,6 +159,7 @@ impl<M> TxState<M> {
         self.scan_seen.clear();
         self.locks.clear();
         self.held.clear();
+        self.held_set.clear();
     }
 
     #[inline]
@@ -173,6 +177,23 @@ impl<M> TxState<M> {
         self.writes
             .iter()
             .position(|w| w.key == key && w.table == table)
+    }
+
+    /// Records a lock held while executing.
+    pub fn hold(&mut self, table: TableId, rec: RecordPtr<M>, group: u8) {
+        self.held.push(HeldLock { table, rec, group });
+        self.held_set.insert((rec.addr(), group));
+    }
+
+    /// Whether the attempt holds an executing-time lock on group `g` of `rec`.
+    pub fn holds(&self, rec: RecordPtr<M>, g: u8) -> bool {
+        !self.held.is_empty() && self.held_set.contains(&(rec.addr(), g))
+    }
+
+    /// Takes the executing-time locks, to release them.
+    pub fn take_held(&mut self) -> std::vec::Drain<'_, HeldLock<M>> {
+        self.held_set.clear();
+        self.held.drain(..)
     }
 
     /// Whether this attempt holds the lock on group `g` of `rec` (`locks` must be sorted).

@@ -18,7 +18,7 @@ use crate::commit;
 use crate::database::Database;
 use crate::error::{Conflict, TxError, TxResult};
 use crate::protocol::Protocol;
-use crate::state::{CommitCtx, HeldLock, TxState, WriteKind};
+use crate::state::{CommitCtx, TxState, WriteKind};
 use crate::tid::{ABSENT, LOCK, TidMeta, TidWord, UNLINKED};
 
 /// Spins a reader waits on a group being installed before it aborts.
@@ -62,7 +62,7 @@ fn check_abort_request(st: &TxState<SwissMeta>, db: &Database<SwissTm>) -> TxRes
 }
 
 fn release_write_locks(st: &mut TxState<SwissMeta>, db: &Database<SwissTm>) {
-    for h in st.held.drain(..) {
+    for h in st.take_held() {
         h.rec
             .meta(db.table(h.table).layout(), h.group as usize)
             .write_lock
@@ -143,11 +143,7 @@ impl Protocol for SwissTm {
                         .compare_exchange(0, st.ts, Ordering::AcqRel, Ordering::Relaxed)
                         .is_ok()
                     {
-                        st.held.push(HeldLock {
-                            table,
-                            rec,
-                            group: g,
-                        });
+                        st.hold(table, rec, g);
                         break;
                     }
                     continue;

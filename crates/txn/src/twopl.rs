@@ -19,7 +19,7 @@ use crate::commit;
 use crate::database::Database;
 use crate::error::{Conflict, TxError, TxResult};
 use crate::protocol::Protocol;
-use crate::state::{CommitCtx, HeldLock, LockEntry, TxState, WriteKind};
+use crate::state::{CommitCtx, LockEntry, TxState, WriteKind};
 use crate::tid::{ABSENT, LOCK, TidMeta, TidWord, UNLINKED};
 
 /// How long a blocked transaction waits before it presumes a deadlock and aborts.
@@ -115,7 +115,7 @@ fn holds_exclusive(st: &TxState<LockMeta>, rec: RecordPtr<LockMeta>, g: u8) -> b
 }
 
 fn holds_shared(st: &TxState<LockMeta>, rec: RecordPtr<LockMeta>, g: u8) -> bool {
-    st.held.iter().any(|l| l.rec == rec && l.group == g)
+    st.holds(rec, g)
 }
 
 fn release_shared_count(m: &LockMeta) {
@@ -135,7 +135,7 @@ fn release_all<const POLICY: u8>(st: &mut TxState<LockMeta>, db: &Database<TwoPl
             .store(u64::MAX, Ordering::Relaxed);
     }
     commit::release(st, db);
-    for s in st.held.drain(..) {
+    for s in st.take_held() {
         release_shared_count(s.rec.meta(db.table(s.table).layout(), s.group as usize));
     }
 }
@@ -187,11 +187,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
                 if POLICY == WAIT_DIE {
                     m.reader_ts.fetch_min(st.ts, Ordering::AcqRel);
                 }
-                st.held.push(HeldLock {
-                    table,
-                    rec,
-                    group: g as u8,
-                });
+                st.hold(table, rec, g as u8);
                 out(st, word);
                 return Ok(word);
             }
@@ -315,7 +311,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
             *ctx.last_tid = tid;
             ctx.tid = tid;
         }
-        for s in st.held.drain(..) {
+        for s in st.take_held() {
             release_shared_count(s.rec.meta(db.table(s.table).layout(), s.group as usize));
         }
         Ok(())
