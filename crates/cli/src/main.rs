@@ -1,6 +1,7 @@
 //! `phasedb`: runs benchmarks on the embedded engine.
 
 mod bench;
+mod experiment;
 mod report;
 
 use clap::{Parser, Subcommand};
@@ -20,12 +21,15 @@ struct Cli {
 enum Command {
     /// Run one benchmark on the embedded engine and report throughput, aborts and latency.
     Bench(bench::BenchArgs),
+    /// Run one of the seeds' experiments (a sweep) and write its CSV, SVG plot and report.
+    Experiment(experiment::ExperimentArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Bench(args) => bench::run(args),
+        Command::Experiment(args) => experiment::run(args),
     };
     std::process::exit(code);
 }

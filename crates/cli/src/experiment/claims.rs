@@ -1,0 +1,89 @@
+//! A claim of a paper checked against a run: what the paper says, what was measured, and the
+//! verdict computed from the measurement.
+
+use std::fmt;
+
+/// Whether a claim holds on this machine.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// The measurement agrees with the claim.
+    Holds,
+    /// The measurement contradicts the claim.
+    DoesNotHold,
+    /// The run has no data to decide (a protocol missing, no contention...).
+    NotChecked(String),
+}
+
+impl Verdict {
+    /// `Holds` if `ok`, else `DoesNotHold`.
+    pub fn from_bool(ok: bool) -> Verdict {
+        if ok {
+            Verdict::Holds
+        } else {
+            Verdict::DoesNotHold
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::Holds => write!(f, "holds on this machine"),
+            Verdict::DoesNotHold => write!(f, "does not hold on this machine"),
+            Verdict::NotChecked(why) => write!(f, "not checked ({why})"),
+        }
+    }
+}
+
+/// One claim and its verdict.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    /// The claim in one line.
+    pub statement: String,
+    /// What the paper measured for it.
+    pub paper: String,
+    /// What this run measured, with the numbers the verdict uses.
+    pub measured: String,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+impl Claim {
+    /// "Verdict: holds on this machine — <statement>".
+    pub fn verdict_line(&self) -> String {
+        format!("Verdict: {} — {}", self.verdict, self.statement)
+    }
+}
+
+/// `a / b`, or `None` when `b` is zero.
+pub fn ratio(a: f64, b: f64) -> Option<f64> {
+    (b != 0.0).then(|| a / b)
+}
+
+/// A ratio as "1.23x", or "n/a".
+pub fn times(r: Option<f64>) -> String {
+    r.map_or_else(|| "n/a".into(), |r| format!("{r:.2}x"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_lines_say_holds_or_not() {
+        let mut c = Claim {
+            statement: "fine is faster".into(),
+            paper: String::new(),
+            measured: String::new(),
+            verdict: Verdict::from_bool(true),
+        };
+        assert_eq!(
+            c.verdict_line(),
+            "Verdict: holds on this machine — fine is faster"
+        );
+        c.verdict = Verdict::from_bool(false);
+        assert!(c.verdict_line().starts_with("Verdict: does not hold"));
+        assert_eq!(times(ratio(1.0, 0.0)), "n/a");
+        assert_eq!(times(ratio(3.0, 2.0)), "1.50x");
+    }
+}

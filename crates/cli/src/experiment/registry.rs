@@ -1,0 +1,159 @@
+//! Every experiment of the seeds (`shared/EXPERIMENTS.md`), with the runner of those this build has.
+
+use super::{Artifacts, Settings};
+
+/// Runs one experiment with the given settings.
+pub type Runner = fn(&Settings) -> Result<Artifacts, String>;
+
+/// One of the seeds' experiments.
+pub struct Experiment {
+    /// The name `phasedb experiment NAME` takes.
+    pub name: &'static str,
+    /// The paper it comes from.
+    pub paper: &'static str,
+    /// The setup in one line.
+    pub setup: &'static str,
+    /// The runner, if this build can run it.
+    pub run: Option<Runner>,
+}
+
+const DOPPEL: &str = "Doppel (phase reconciliation)";
+const GRANULARITY: &str = "OCC timestamp granularity";
+const PDUR: &str = "P-DUR (parallel deferred update replication)";
+const RAMP: &str = "RAMP (read atomic multi-partition)";
+const STAR: &str = "STAR (asymmetric replication)";
+
+const fn todo(name: &'static str, paper: &'static str, setup: &'static str) -> Experiment {
+    Experiment {
+        name,
+        paper,
+        setup,
+        run: None,
+    }
+}
+
+/// All 25 experiments, in the order of `EXPERIMENTS.md`.
+pub const ALL: &[Experiment] = &[
+    todo(
+        "incr1",
+        DOPPEL,
+        "increment one of 1M keys; x = % of txns on one hot key; Doppel, OCC, 2PL, Atomic",
+    ),
+    todo(
+        "incr1-scaling",
+        DOPPEL,
+        "INCR1 with every txn on the hot key; x = cores",
+    ),
+    todo(
+        "incr1-moving",
+        DOPPEL,
+        "INCR1 with 10% hot and a hot key that moves every 5 s; throughput over time",
+    ),
+    todo(
+        "incrz",
+        DOPPEL,
+        "increments of zipfian keys, alpha 0-2; throughput and keys split",
+    ),
+    todo(
+        "like",
+        DOPPEL,
+        "LIKE: page counts (zipf 1.4) and user rows; x = % write txns",
+    ),
+    todo(
+        "like-latency",
+        DOPPEL,
+        "LIKE at 50% writes, uniform vs zipf 1.4; p50/p99 latency per txn type",
+    ),
+    todo(
+        "phase-length",
+        DOPPEL,
+        "LIKE variants; x = phase length 1-100 ms; read latency and throughput",
+    ),
+    todo(
+        "rubis",
+        DOPPEL,
+        "RUBiS bidding mix and a 50%-bids zipfian mix with splittable bids",
+    ),
+    Experiment {
+        name: "granularity-ycsb",
+        paper: GRANULARITY,
+        setup: "YCSB, 16 ops each reading or writing one column of a zipfian key; coarse vs fine timestamps; every protocol; x = threads",
+        run: Some(super::granularity_ycsb::run),
+    },
+    Experiment {
+        name: "granularity-tpcc",
+        paper: GRANULARITY,
+        setup: "TPC-C NewOrder + Payment + OrderStatus on 1 warehouse; coarse vs fine District/Customer; every protocol; x = threads",
+        run: super::granularity_tpcc::RUNNER,
+    },
+    todo(
+        "pdur-baseline",
+        PDUR,
+        "micro txn types I/II/III; P-DUR partitions vs DUR replicas vs an embedded store; x = cores",
+    ),
+    todo("pdur-cross", PDUR, "P-DUR; x = % cross-partition txns"),
+    todo(
+        "pdur-twitter",
+        PDUR,
+        "Twitter-like timeline/post/follow mix; x = partitions",
+    ),
+    todo(
+        "ramp-clients",
+        RAMP,
+        "5 partitions, YCSB zipf, 95% read-only txns of 4 ops; x = clients; RAMP-F/S/H vs locks",
+    ),
+    todo(
+        "ramp-sweeps",
+        RAMP,
+        "vary read %, txn size, value size and database size",
+    ),
+    todo(
+        "ramp-ctp",
+        RAMP,
+        "RAMP-F writes with dropped COMMIT messages; cooperative termination",
+    ),
+    todo("ramp-scale", RAMP, "uniform access; x = servers"),
+    todo(
+        "star-compare",
+        STAR,
+        "4 nodes; YCSB, NewOrder, Payment; x = % cross-partition; STAR vs PB-OCC, Dist-OCC, Dist-S2PL",
+    ),
+    todo(
+        "star-latency",
+        STAR,
+        "p50/p99 latency at 10/50/90% cross-partition",
+    ),
+    todo(
+        "star-calvin",
+        STAR,
+        "NewOrder; x = % cross-partition; STAR vs Calvin replica groups",
+    ),
+    todo(
+        "star-iteration",
+        STAR,
+        "10% cross-partition; x = iteration time 1.5-150 ms",
+    ),
+    todo(
+        "star-replication",
+        STAR,
+        "Payment; value vs hybrid replication; bytes per txn and throughput",
+    ),
+    todo(
+        "star-network",
+        STAR,
+        "NewOrder + Payment; injected network delay 0.1-10 ms",
+    ),
+];
+
+/// The experiment called `name`.
+pub fn find(name: &str) -> Option<&'static Experiment> {
+    ALL.iter().find(|e| e.name == name)
+}
+
+/// Names of the experiments this build runs.
+pub fn available() -> Vec<&'static str> {
+    ALL.iter()
+        .filter(|e| e.run.is_some())
+        .map(|e| e.name)
+        .collect()
+}

@@ -1,0 +1,133 @@
+//! The settings of one experiment run, resolved from the command line.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::ExperimentArgs;
+use super::protocols::{self, Protocol};
+
+/// How to run an experiment: where to write, how long each point runs, which thread counts.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The experiment's name.
+    pub name: &'static str,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Measured window per point.
+    pub duration: Duration,
+    /// Warm-up per point.
+    pub warmup: Duration,
+    /// Thread counts of thread sweeps, ascending.
+    pub threads: Vec<usize>,
+    /// Tiny data and short points.
+    pub quick: bool,
+    /// Seed of the transaction generators.
+    pub seed: u64,
+    /// Runs per point; the run of median throughput is reported.
+    pub runs: usize,
+    /// The protocols to compare.
+    pub protocols: Vec<Protocol>,
+}
+
+fn seconds(flag: &str, value: Option<f64>, default: f64) -> Result<Duration, String> {
+    let v = value.unwrap_or(default);
+    if !v.is_finite() || !(0.0..=86_400.0).contains(&v) {
+        return Err(format!(
+            "{flag} must be a number of seconds between 0 and 86400"
+        ));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Thread counts from 1 to `max`: every count up to 8, then doubling, always ending at `max`.
+pub fn thread_counts(max: usize) -> Vec<usize> {
+    let mut counts: Vec<usize> = (1..=max.min(8)).collect();
+    let mut t = 16;
+    while t < max {
+        counts.push(t);
+        t *= 2;
+    }
+    if *counts.last().expect("max >= 1") != max {
+        counts.push(max);
+    }
+    counts
+}
+
+impl Settings {
+    /// Resolves the settings of experiment `name` from `args`, with a message on bad flags.
+    pub fn resolve(name: &'static str, args: &ExperimentArgs) -> Result<Settings, String> {
+        let (duration, warmup) = if args.quick { (0.1, 0.05) } else { (2.0, 0.5) };
+        let duration = seconds("--duration", args.duration, duration)?;
+        let warmup = seconds("--warmup", args.warmup, warmup)?;
+        if duration.is_zero() {
+            return Err("--duration must be positive".into());
+        }
+        if args.runs == 0 || args.runs > 100 {
+            return Err("--runs must be between 1 and 100".into());
+        }
+        let all = protocols::all();
+        let protocols = match &args.protocols {
+            None => all,
+            Some(names) => {
+                let mut chosen = Vec::new();
+                for n in names {
+                    let Some(p) = all.iter().find(|p| p.name == *n) else {
+                        let known: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
+                        return Err(format!(
+                            "unknown protocol `{n}` in --protocols (this build has: {})",
+                            known.join(", ")
+                        ));
+                    };
+                    chosen.push(p.clone());
+                }
+                chosen
+            }
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let max = args.threads_max.unwrap_or(cores);
+        if max == 0 || max > phasedb_txn::MAX_WORKERS {
+            return Err(format!(
+                "--threads-max must be between 1 and {}",
+                phasedb_txn::MAX_WORKERS
+            ));
+        }
+        let max = if args.quick && args.threads_max.is_none() {
+            max.min(2)
+        } else {
+            max
+        };
+        Ok(Settings {
+            name,
+            out: args
+                .out
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("results").join(name)),
+            duration,
+            warmup,
+            threads: thread_counts(max),
+            quick: args.quick,
+            seed: args.seed,
+            runs: args.runs,
+            protocols,
+        })
+    }
+
+    /// The largest thread count of the sweep.
+    pub fn threads_max(&self) -> usize {
+        *self.threads.last().expect("at least one thread count")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thread_counts;
+
+    #[test]
+    fn thread_counts_end_at_the_maximum() {
+        assert_eq!(thread_counts(1), vec![1]);
+        assert_eq!(thread_counts(2), vec![1, 2]);
+        assert_eq!(thread_counts(8), (1..=8).collect::<Vec<_>>());
+        assert_eq!(thread_counts(40), vec![1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 40]);
+        assert_eq!(thread_counts(64), vec![1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64]);
+    }
+}

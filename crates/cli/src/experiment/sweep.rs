@@ -1,0 +1,242 @@
+//! A sweep: runs its points one after another (so points compared in a report ran side by side),
+//! shows progress on stderr and collects one row per point.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use phasedb_txn::TypeStats;
+use phasedb_workloads::{BenchOptions, BenchResult, Workload};
+
+use crate::bench::{ProtocolName, run_named};
+
+/// A finished benchmark run and the workload's settings.
+pub struct Measured {
+    /// What the run measured.
+    pub result: BenchResult,
+    /// The workload's settings (rows, skew, granularity...).
+    pub settings: Vec<(&'static str, String)>,
+}
+
+/// Runs `workload` on `protocol` and keeps its settings beside the result.
+pub fn measure<W: Workload>(
+    protocol: ProtocolName,
+    mut workload: W,
+    opts: &BenchOptions,
+) -> Measured {
+    let result = run_named(protocol, &mut workload, opts);
+    Measured {
+        result,
+        settings: workload.settings(),
+    }
+}
+
+/// The numbers of one point.
+#[derive(Clone, Debug, Default)]
+pub struct Metrics {
+    /// Committed transactions per second.
+    pub throughput: f64,
+    /// Conflicting attempts over all attempts.
+    pub abort_rate: f64,
+    /// Median latency of committed transactions, µs.
+    pub p50_us: f64,
+    /// 99th percentile latency, µs.
+    pub p99_us: f64,
+    /// 99.9th percentile latency, µs.
+    pub p999_us: f64,
+    /// Committed transactions in the measured window.
+    pub committed: u64,
+}
+
+fn micros(s: &TypeStats, q: f64) -> f64 {
+    if s.latency_ns.is_empty() {
+        0.0
+    } else {
+        s.latency_ns.value_at_quantile(q) as f64 / 1000.0
+    }
+}
+
+impl Metrics {
+    /// The metrics of a benchmark result.
+    pub fn of(r: &BenchResult) -> Metrics {
+        let t = r.stats.total();
+        Metrics {
+            throughput: r.throughput(),
+            abort_rate: t.abort_rate(),
+            p50_us: micros(&t, 0.5),
+            p99_us: micros(&t, 0.99),
+            p999_us: micros(&t, 0.999),
+            committed: t.committed,
+        }
+    }
+}
+
+/// One point of a sweep, not yet run.
+pub struct Point<'a> {
+    /// The parameters that vary between points (protocol, granularity, threads...), in CSV order.
+    pub params: Vec<(String, String)>,
+    /// Parameters every point shares (duration, seed...), written after `params`.
+    pub constants: Vec<(String, String)>,
+    /// The plot line it belongs to.
+    pub series: String,
+    /// Its x coordinate.
+    pub x: f64,
+    /// Points of one group share applicability: once one is found not applicable, the rest are
+    /// skipped.
+    pub group: String,
+    /// A reference point (no-CC): a failed consistency check does not make it inapplicable.
+    pub reference: bool,
+    /// Runs the point.
+    pub run: Box<dyn Fn() -> Measured + 'a>,
+}
+
+/// One measured (or skipped) point.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// The point's parameters followed by the workload's settings.
+    pub params: Vec<(String, String)>,
+    /// The plot line it belongs to.
+    pub series: String,
+    /// Its x coordinate.
+    pub x: f64,
+    /// What it measured (zeros if skipped).
+    pub metrics: Metrics,
+    /// The workload's consistency check: "ok" or what failed.
+    pub check: String,
+    /// Whether the protocol could run the workload; the reason if not.
+    pub applicable: Result<(), String>,
+}
+
+impl Row {
+    /// The value of parameter `key`.
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the point ran and counts.
+    pub fn ok(&self) -> bool {
+        self.applicable.is_ok()
+    }
+}
+
+/// Whether a run counts: no transaction failed with an error and, unless `reference`, the
+/// workload's consistency check passed.
+fn judge(r: &BenchResult, m: &Metrics, reference: bool) -> Result<(), String> {
+    let failures = r.stats.total().failures;
+    if failures > 0 {
+        return Err(format!(
+            "{failures} transactions failed with an error (the protocol cannot run this workload)"
+        ));
+    }
+    if let Err(e) = &r.check
+        && !reference
+    {
+        return Err(format!("consistency check failed: {e}"));
+    }
+    if m.committed == 0 {
+        return Err("no transaction committed".into());
+    }
+    Ok(())
+}
+
+fn describe(params: &[(String, String)]) -> String {
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn eta(started: Instant, done: usize, total: usize) -> String {
+    if done == 0 {
+        return String::new();
+    }
+    let per = started.elapsed().as_secs_f64() / done as f64;
+    let left = (per * (total - done) as f64).round() as u64;
+    format!(", about {}m{:02}s left", left / 60, left % 60)
+}
+
+/// Runs a point `runs` times; returns the run of median throughput (the first that does not
+/// count, if any) with its metrics and verdict, and every run's throughput.
+fn median_run(p: &Point<'_>, runs: usize) -> (Measured, Metrics, Result<(), String>, Vec<f64>) {
+    let mut done: Vec<(Measured, Metrics)> = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        let measured = (p.run)();
+        let metrics = Metrics::of(&measured.result);
+        if let Err(e) = judge(&measured.result, &metrics, p.reference) {
+            let all = vec![metrics.throughput];
+            return (measured, metrics, Err(e), all);
+        }
+        done.push((measured, metrics));
+    }
+    done.sort_by(|a, b| a.1.throughput.total_cmp(&b.1.throughput));
+    let all: Vec<f64> = done.iter().map(|d| d.1.throughput).collect();
+    let (measured, metrics) = done.swap_remove(done.len() / 2);
+    (measured, metrics, Ok(()), all)
+}
+
+/// Runs `points` in order, each `runs` times keeping the median, printing progress for
+/// experiment `name`; returns one row per point.
+pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
+    let total = points.len();
+    let started = Instant::now();
+    let mut skipped: HashMap<String, String> = HashMap::new();
+    let mut rows = Vec::with_capacity(total);
+    for (i, p) in points.into_iter().enumerate() {
+        let what = describe(&p.params);
+        let mut params = p.params.clone();
+        params.extend(p.constants.iter().cloned());
+        if let Some(reason) = skipped.get(&p.group) {
+            eprintln!("[{}/{total}] {name}: {what}: skipped ({reason})", i + 1);
+            rows.push(Row {
+                params,
+                series: p.series,
+                x: p.x,
+                metrics: Metrics::default(),
+                check: "not run".into(),
+                applicable: Err(format!("skipped: {reason}")),
+            });
+            continue;
+        }
+        eprintln!("[{}/{total}] {name}: {what}", i + 1);
+        let (measured, metrics, applicable, all) = median_run(&p, runs);
+        match &applicable {
+            Ok(()) => eprintln!(
+                "        {:.0} txn/s{}, {:.2}% aborts, p99 {:.0} µs{}",
+                metrics.throughput,
+                if all.len() > 1 {
+                    let each: Vec<String> = all.iter().map(|t| format!("{t:.0}")).collect();
+                    format!(" (median of {})", each.join(", "))
+                } else {
+                    String::new()
+                },
+                metrics.abort_rate * 100.0,
+                metrics.p99_us,
+                eta(started, i + 1, total)
+            ),
+            Err(e) => {
+                eprintln!("        not applicable: {e}");
+                skipped.insert(p.group.clone(), e.clone());
+            }
+        }
+        for (k, v) in measured.settings {
+            if !params.iter().any(|(pk, _)| pk == k) {
+                params.push((k.to_string(), v));
+            }
+        }
+        rows.push(Row {
+            params,
+            series: p.series,
+            x: p.x,
+            metrics,
+            check: match &measured.result.check {
+                Ok(()) => "ok".into(),
+                Err(e) => e.clone(),
+            },
+            applicable,
+        });
+    }
+    rows
+}

@@ -1,0 +1,243 @@
+//! `phasedb experiment` as a user runs it: the list, clear errors, and the files a quick run writes.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The experiments of `shared/EXPERIMENTS.md`.
+const NAMES: [&str; 23] = [
+    "incr1",
+    "incr1-scaling",
+    "incr1-moving",
+    "incrz",
+    "like",
+    "like-latency",
+    "phase-length",
+    "rubis",
+    "granularity-ycsb",
+    "granularity-tpcc",
+    "pdur-baseline",
+    "pdur-cross",
+    "pdur-twitter",
+    "ramp-clients",
+    "ramp-sweeps",
+    "ramp-ctp",
+    "ramp-scale",
+    "star-compare",
+    "star-latency",
+    "star-calvin",
+    "star-iteration",
+    "star-replication",
+    "star-network",
+];
+
+fn phasedb(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_phasedb"))
+        .args(args)
+        .output()
+        .expect("run phasedb");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A fresh directory under the system's temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("phasedb-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Names in the first column of the tables of `EXPERIMENTS.md`, if the shared folder is there.
+fn names_in_shared_doc() -> Option<Vec<String>> {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/EXPERIMENTS.md");
+    let text = std::fs::read_to_string(doc).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| l.strip_prefix("| "))
+            .filter_map(|l| l.split(" |").next())
+            .filter(|n| {
+                *n != "name"
+                    && !n.is_empty()
+                    && n.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+#[test]
+fn list_names_every_experiment() {
+    let (code, out, err) = phasedb(&["experiment", "--list"]);
+    assert_eq!(code, 0, "stderr: {err}");
+    let listed: Vec<&str> = out
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for name in NAMES {
+        assert!(listed.contains(&name), "--list lacks {name}:\n{out}");
+    }
+    if let Some(doc) = names_in_shared_doc() {
+        assert_eq!(doc.len(), NAMES.len(), "EXPERIMENTS.md changed: {doc:?}");
+        for name in &doc {
+            assert!(listed.contains(&name.as_str()), "--list lacks {name}");
+        }
+    }
+    let ycsb = out
+        .lines()
+        .find(|l| l.starts_with("granularity-ycsb "))
+        .expect("granularity-ycsb line");
+    assert!(
+        ycsb.contains("yes") && ycsb.contains("OCC timestamp granularity"),
+        "{ycsb}"
+    );
+}
+
+#[test]
+fn unknown_and_unavailable_names_fail_with_a_hint() {
+    let (code, _, err) = phasedb(&["experiment", "no-such-thing"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown experiment `no-such-thing`"), "{err}");
+    assert!(
+        err.contains("available in this build: granularity-ycsb"),
+        "{err}"
+    );
+    let (code, _, err) = phasedb(&["experiment", "star-network"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not available"), "{err}");
+    assert!(err.contains("granularity-ycsb"), "{err}");
+    let (code, _, err) = phasedb(&["experiment"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--list"), "{err}");
+    let (code, _, err) = phasedb(&["experiment", "granularity-ycsb", "--threads-max", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--threads-max"), "{err}");
+}
+
+/// Runs `name --quick` up to `threads` threads (on `protocols`, or every protocol if empty) and
+/// checks the CSV, the SVG and the report; returns the report.
+fn quick_run_writes_its_files(
+    name: &str,
+    threads: usize,
+    protocols: &[&str],
+    claims: usize,
+) -> String {
+    let dir = TempDir::new(name);
+    let out_dir = dir.0.to_str().expect("utf-8 temp path");
+    let threads_max = threads.to_string();
+    let chosen = protocols.join(",");
+    let mut args = vec![
+        "experiment",
+        name,
+        "--quick",
+        "--threads-max",
+        &threads_max,
+        "--out",
+        out_dir,
+    ];
+    if !protocols.is_empty() {
+        args.extend(["--protocols", &chosen]);
+    }
+    let (code, out, err) = phasedb(&args);
+    assert_eq!(code, 0, "stderr: {err}");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("Verdict: ")).count(),
+        claims,
+        "{out}"
+    );
+
+    let csv = std::fs::read_to_string(dir.0.join(format!("{name}.csv"))).expect("CSV written");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    assert_eq!(header[..3], ["protocol", "granularity", "threads"]);
+    for col in [
+        "seed",
+        "throughput",
+        "abort_rate",
+        "p50_us",
+        "p99_us",
+        "p999_us",
+        "committed",
+        "status",
+    ] {
+        assert!(header.contains(&col), "CSV header lacks {col}: {header:?}");
+    }
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let ran: BTreeSet<&str> = rows.iter().map(|r| r[0]).collect();
+    let expected: &[&str] = if protocols.is_empty() {
+        &["occ", "nocc"]
+    } else {
+        protocols
+    };
+    for p in expected {
+        assert!(ran.contains(p), "{p} missing from {ran:?}");
+    }
+    let points: BTreeSet<(&str, &str, &str)> = rows.iter().map(|r| (r[0], r[1], r[2])).collect();
+    assert_eq!(points.len(), rows.len(), "one row per point");
+    assert_eq!(
+        rows.len(),
+        ran.len() * 2 * threads,
+        "protocols x granularities x threads"
+    );
+    let tput = header
+        .iter()
+        .position(|c| *c == "throughput")
+        .expect("throughput column");
+    let occ = rows.iter().find(|r| r[0] == "occ").expect("an OCC row");
+    assert!(occ[tput].parse::<f64>().expect("a number") > 0.0);
+
+    let svg = std::fs::read_to_string(dir.0.join(format!("{name}.svg"))).expect("SVG written");
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    for label in [
+        "worker threads",
+        "committed transactions / s",
+        "aborted attempts (%)",
+        "occ",
+    ] {
+        assert!(svg.contains(label), "SVG lacks {label}");
+    }
+
+    let md = std::fs::read_to_string(dir.0.join(format!("{name}.md"))).expect("report written");
+    let verdicts: Vec<&str> = md.lines().filter(|l| l.starts_with("Verdict: ")).collect();
+    assert_eq!(verdicts.len(), claims, "{md}");
+    assert_eq!(md.matches("### Claim ").count(), claims);
+    for v in verdicts {
+        let known = [
+            "Verdict: holds on this machine — ",
+            "Verdict: does not hold on this machine — ",
+            "Verdict: not checked (",
+        ];
+        assert!(known.iter().any(|k| v.starts_with(k)), "{v}");
+    }
+    md
+}
+
+#[test]
+fn granularity_ycsb_quick_writes_csv_svg_and_report() {
+    let md = quick_run_writes_its_files("granularity-ycsb", 2, &[], 2);
+    assert!(md.contains("fine/coarse txn/s"));
+    assert!(md.contains("OCC and SwissTM"));
+}
+
+#[test]
+fn granularity_tpcc_quick_writes_csv_svg_and_report() {
+    // TPC-C loads a whole warehouse and checks its consistency after every point, so this run
+    // keeps to OCC.
+    let md = quick_run_writes_its_files("granularity-tpcc", 2, &["occ"], 3);
+    assert!(md.contains("30.91%"));
+    assert!(md.contains("OCC is the fastest"));
+}
