@@ -32,7 +32,11 @@ impl OrderedIndex {
         let guard = scc::Guard::new();
         // scc's bounded range walks every entry when the lower bound lies below the smallest key, so
         // such scans start from the beginning instead.
-        let below_first = self.tree.iter(&guard).next().is_none_or(|(first, _)| lo <= *first);
+        let below_first = self
+            .tree
+            .iter(&guard)
+            .next()
+            .is_none_or(|(first, _)| lo <= *first);
         if below_first {
             for (k, v) in self.tree.range(..=hi, &guard) {
                 if !f(*k, *v) {
