@@ -15,7 +15,7 @@ use crate::database::Database;
 use crate::error::{Conflict, TxError, TxResult};
 use crate::protocol::Protocol;
 use crate::state::{CommitCtx, TxState, WriteKind};
-use crate::tid::{ABSENT, LOCK, TidMeta, TidWord, UNLINKED};
+use crate::tid::{ABSENT, LOCK, TidMeta, TidWord};
 
 /// Contention score at which a group turns pessimistic; it stays so until the score decays to zero.
 const PESSIMISTIC_AT: u32 = 8;
@@ -25,9 +25,6 @@ const ABORT_PENALTY: u32 = 2;
 const MAX_SCORE: u32 = 32;
 /// Marks a read taken under the shared lock (in [`crate::state::ReadEntry::extra`]).
 const LOCKED_READ: u64 = 1;
-/// Spins a reader waits on a group being installed before it aborts.
-const READ_SPIN_LIMIT: u32 = 2_000;
-
 /// Adaptive optimistic/pessimistic reader-writer locking.
 pub struct Adaptive;
 
@@ -161,25 +158,11 @@ impl Protocol for Adaptive {
         }
         st.last_extra = 0;
         let out = &mut st.row[first..first + words];
-        let mut spins = 0;
-        loop {
-            let before = m.word.load();
-            if before & LOCK != 0 {
-                if before & UNLINKED != 0 || spins >= READ_SPIN_LIMIT {
-                    return conflict(Conflict::ReadLocked);
-                }
-                spins += 1;
-                std::hint::spin_loop();
-                continue;
-            }
-            if before & ABSENT == 0 {
+        m.word.read_stable(|word| {
+            if word & ABSENT == 0 {
                 rec.copy_words(layout, first, out);
             }
-            fence(Ordering::Acquire);
-            if m.word.0.load(Ordering::Relaxed) == before {
-                return Ok(before);
-            }
-        }
+        })
     }
 
     fn commit(st: &mut TxState<AdaptiveMeta>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()> {

@@ -4,14 +4,10 @@ use phasedb_storage::{RecordLayout, RecordPtr, TableId};
 
 use crate::commit;
 use crate::database::Database;
-use crate::error::{Conflict, TxError, TxResult};
+use crate::error::TxResult;
 use crate::protocol::Protocol;
 use crate::state::{CommitCtx, TxState, WriteKind};
-use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED};
-
-/// Spins a reader waits on a locked group before it aborts (a lock is held only while its writer
-/// commits, so a long wait means the writer was descheduled).
-const READ_SPIN_LIMIT: u32 = 2_000;
+use crate::tid::{ABSENT, TidWord};
 
 /// Silo's optimistic concurrency control: reads copy a group and remember its TID word without
 /// writing shared memory; commit locks the write set in address order (no-wait), reads the epoch,
@@ -40,25 +36,11 @@ impl Protocol for Occ {
     ) -> TxResult<u64> {
         let meta = rec.meta(layout, g);
         let out = &mut st.row[first..first + words];
-        let mut spins = 0;
-        loop {
-            let before = meta.load();
-            if before & LOCK != 0 {
-                if before & UNLINKED != 0 || spins >= READ_SPIN_LIMIT {
-                    return Err(TxError::Conflict(Conflict::ReadLocked));
-                }
-                spins += 1;
-                std::hint::spin_loop();
-                continue;
-            }
-            if before & ABSENT == 0 {
+        meta.read_stable(|word| {
+            if word & ABSENT == 0 {
                 rec.copy_words(layout, first, out);
             }
-            fence(Ordering::Acquire);
-            if meta.0.load(Ordering::Relaxed) == before {
-                return Ok(before);
-            }
-        }
+        })
     }
 
     fn commit(st: &mut TxState<TidWord>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()> {

@@ -19,10 +19,8 @@ use crate::database::Database;
 use crate::error::{Conflict, TxError, TxResult};
 use crate::protocol::Protocol;
 use crate::state::{CommitCtx, TxState, WriteKind};
-use crate::tid::{ABSENT, LOCK, TidMeta, TidWord, UNLINKED};
+use crate::tid::{ABSENT, TidMeta, TidWord};
 
-/// Spins a reader waits on a group being installed before it aborts.
-const READ_SPIN_LIMIT: u32 = 2_000;
 /// How long an older transaction waits for a younger one to honour its abort request.
 const VICTIM_WAIT: Duration = Duration::from_millis(2);
 
@@ -96,25 +94,11 @@ impl Protocol for SwissTm {
         check_abort_request(st, db)?;
         let m = rec.meta(layout, g);
         let out = &mut st.row[first..first + words];
-        let mut spins = 0;
-        loop {
-            let before = m.word.load();
-            if before & LOCK != 0 {
-                if before & UNLINKED != 0 || spins >= READ_SPIN_LIMIT {
-                    return conflict(Conflict::ReadLocked);
-                }
-                spins += 1;
-                std::hint::spin_loop();
-                continue;
-            }
-            if before & ABSENT == 0 {
+        m.word.read_stable(|word| {
+            if word & ABSENT == 0 {
                 rec.copy_words(layout, first, out);
             }
-            fence(Ordering::Acquire);
-            if m.word.0.load(Ordering::Relaxed) == before {
-                return Ok(before);
-            }
-        }
+        })
     }
 
     fn on_write(

@@ -18,10 +18,7 @@ use crate::database::Database;
 use crate::error::{Conflict, TxError, TxResult};
 use crate::protocol::Protocol;
 use crate::state::{CommitCtx, TxState, WriteKind};
-use crate::tid::{ABSENT, LOCK, TidMeta, TidWord, UNLINKED, tid};
-
-/// Spins a reader waits on a locked group before it aborts.
-const READ_SPIN_LIMIT: u32 = 2_000;
+use crate::tid::{ABSENT, LOCK, TidMeta, TidWord, tid};
 
 /// TicToc.
 pub struct TicToc;
@@ -72,27 +69,15 @@ impl Protocol for TicToc {
     ) -> TxResult<u64> {
         let m = rec.meta(layout, g);
         let out = &mut st.row[first..first + words];
-        let mut spins = 0;
-        loop {
-            let before = m.word.load();
-            if before & LOCK != 0 {
-                if before & UNLINKED != 0 || spins >= READ_SPIN_LIMIT {
-                    return conflict(Conflict::ReadLocked);
-                }
-                spins += 1;
-                std::hint::spin_loop();
-                continue;
-            }
-            let rts = m.rts.load(Ordering::Acquire);
-            if before & ABSENT == 0 {
+        let mut rts = 0;
+        let word = m.word.read_stable(|word| {
+            rts = m.rts.load(Ordering::Acquire);
+            if word & ABSENT == 0 {
                 rec.copy_words(layout, first, out);
             }
-            fence(Ordering::Acquire);
-            if m.word.0.load(Ordering::Relaxed) == before {
-                st.last_extra = rts.max(tid(before));
-                return Ok(before);
-            }
-        }
+        })?;
+        st.last_extra = rts.max(tid(word));
+        Ok(word)
     }
 
     fn commit(st: &mut TxState<TicTocMeta>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()> {

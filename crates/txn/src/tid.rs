@@ -2,7 +2,9 @@
 //! the version installed last (Silo §4.2). TIDs embed the global epoch in their high bits, so workers
 //! choose them from local state without a shared counter.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+
+use crate::error::{Conflict, TxError, TxResult};
 
 /// Set while a committing writer holds the group.
 pub const LOCK: u64 = 1 << 63;
@@ -70,7 +72,35 @@ impl TidWord {
     }
 }
 
+/// Spins a reader waits on a group being installed before it aborts (a lock is held only while its
+/// writer commits, so a long wait means the writer was descheduled).
+const READ_SPIN_LIMIT: u32 = 2_000;
+
 impl TidWord {
+    /// Silo's optimistic read: waits out a committing writer, runs `copy(word)` (which copies the
+    /// group's data, and whatever else must be seen with this version), and returns the word, which
+    /// held still across the copy. A retired word, or a writer that holds on too long, is a conflict.
+    #[inline]
+    pub fn read_stable(&self, mut copy: impl FnMut(u64)) -> TxResult<u64> {
+        let mut spins = 0;
+        loop {
+            let before = self.load();
+            if before & LOCK != 0 {
+                if before & UNLINKED != 0 || spins >= READ_SPIN_LIMIT {
+                    return Err(TxError::Conflict(Conflict::ReadLocked));
+                }
+                spins += 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            copy(before);
+            fence(Ordering::Acquire);
+            if self.0.load(Ordering::Relaxed) == before {
+                return Ok(before);
+            }
+        }
+    }
+
     /// Stores `word` with release order, for protocols without locks (no-CC).
     #[inline]
     pub fn store(&self, word: u64) {
