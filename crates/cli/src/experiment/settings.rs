@@ -27,6 +27,15 @@ pub struct Settings {
     pub runs: usize,
     /// The protocols to compare.
     pub protocols: Vec<Protocol>,
+    /// The machine's 1-minute load average when the run started (Linux), a hint of how much other
+    /// processes competed for the cores.
+    pub load_before: Option<f64>,
+}
+
+/// The 1-minute load average from `/proc/loadavg`, where there is one.
+fn load_average() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }
 
 fn seconds(flag: &str, value: Option<f64>, default: f64) -> Result<Duration, String> {
@@ -109,6 +118,7 @@ impl Settings {
             seed: args.seed,
             runs: args.runs,
             protocols,
+            load_before: load_average(),
         })
     }
 
