@@ -195,6 +195,17 @@ pub(crate) fn validate_reads<P: Protocol<Meta: TidMeta>>(
     Ok(())
 }
 
+/// OCC validation of everything read: versions, point misses and scanned ranges.
+pub(crate) fn validate<P: Protocol<Meta: TidMeta>>(
+    st: &mut TxState<P::Meta>,
+    db: &Database<P>,
+    guard: &Guard,
+) -> TxResult<()> {
+    validate_reads(st, db)
+        .and_then(|()| validate_misses(st, db, guard))
+        .and_then(|()| validate_scans(st, db, guard))
+}
+
 /// Whether keys read as missing are still missing: any record now linked under such a key, other than
 /// this transaction's own new placeholder, was linked after the miss (tombstones stay linked while a
 /// transaction that could have missed them runs, see [`crate::activity`]). While recording, notes the

@@ -56,9 +56,7 @@ impl Protocol for Occ {
         }
         fence(Ordering::SeqCst);
         let epoch = db.epoch.current();
-        let valid = commit::validate_reads(st, db)
-            .and_then(|()| commit::validate_misses(st, db, ctx.guard))
-            .and_then(|()| commit::validate_scans(st, db, ctx.guard));
+        let valid = commit::validate(st, db, ctx.guard);
         if let Err(e) = valid {
             commit::release(st, db);
             return Err(e);

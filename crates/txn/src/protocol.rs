@@ -71,9 +71,7 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     /// attempt is retried as a conflict instead of reporting the error. Lock-based reads are always
     /// consistent.
     fn reads_valid(tx: &mut TxState<Self::Meta>, db: &Database<Self>, guard: &Guard) -> bool {
-        crate::commit::validate_reads(tx, db).is_ok()
-            && crate::commit::validate_misses(tx, db, guard).is_ok()
-            && crate::commit::validate_scans(tx, db, guard).is_ok()
+        crate::commit::validate(tx, db, guard).is_ok()
     }
 
     /// Releases whatever an attempt that will not commit still holds (locks taken while executing).
