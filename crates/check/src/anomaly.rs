@@ -12,6 +12,9 @@ pub enum EdgeKind {
     Wr,
     /// Anti-dependency: the target overwrote a version the source read.
     Rw,
+    /// Through a commutative operation applied to a per-core slice: the source wrote or read the
+    /// version the operation's merge replaced, or the target is that merge.
+    Split,
 }
 
 impl EdgeKind {
@@ -21,6 +24,7 @@ impl EdgeKind {
             EdgeKind::Ww => "ww",
             EdgeKind::Wr => "wr",
             EdgeKind::Rw => "rw",
+            EdgeKind::Split => "split",
         }
     }
 }
@@ -131,6 +135,22 @@ pub enum Anomaly {
         /// The version nobody wrote.
         version: Version,
     },
+    /// A commutative operation applied to a per-core slice whose merge the history does not hold.
+    UnmergedSplitOp {
+        /// The transaction that applied it.
+        txn: u64,
+        /// The item.
+        item: Item,
+        /// The split phase it ran in.
+        phase: u64,
+    },
+    /// A merge transaction that does not write the item it merges.
+    MergeWithoutWrite {
+        /// The merge transaction.
+        txn: u64,
+        /// The item.
+        item: Item,
+    },
     /// A cycle of dependencies: no serial order explains the history.
     Cycle(Cycle),
 }
@@ -171,6 +191,14 @@ impl fmt::Display for Anomaly {
                 "T{txn} read version {version} of item {item}, which no committed \
                  transaction wrote (G1a)"
             ),
+            Anomaly::UnmergedSplitOp { txn, item, phase } => write!(
+                f,
+                "T{txn} applied a split operation to item {item} in split phase {phase}, \
+                 which was never merged"
+            ),
+            Anomaly::MergeWithoutWrite { txn, item } => {
+                write!(f, "merge T{txn} does not write the item {item} it merges")
+            }
             Anomaly::Cycle(c) => write!(
                 f,
                 "cycle of {} transactions: {c} [{}]",

@@ -170,6 +170,8 @@ mod tests {
                 TxnEvent {
                     id: 2,
                     worker: 0,
+                    split_ops: Vec::new(),
+                    merges: Vec::new(),
                     reads: vec![ReadEvent {
                         item: x,
                         version: 5,
@@ -184,6 +186,8 @@ mod tests {
                 TxnEvent {
                     id: 1,
                     worker: 0,
+                    split_ops: Vec::new(),
+                    merges: Vec::new(),
                     reads: vec![ReadEvent {
                         item: x,
                         version: 0,

@@ -66,6 +66,26 @@ pub struct WriteEvent {
     pub kind: WriteKind,
 }
 
+/// A commutative operation a transaction applied to a per-core slice of `item` in split phase
+/// `phase` (Doppel): it takes effect in the version that phase's merge of the item installs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SplitOpEvent {
+    /// The item operated on.
+    pub item: Item,
+    /// The split phase.
+    pub phase: u64,
+}
+
+/// Marks a merge transaction: its write of `item` installs the slices of split phase `phase`, and
+/// with them every [`SplitOpEvent`] of that phase on the item.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MergeEvent {
+    /// The item merged.
+    pub item: Item,
+    /// The split phase whose slices were merged.
+    pub phase: u64,
+}
+
 /// One committed transaction: who ran it, what it read and what it installed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TxnEvent {
@@ -77,6 +97,12 @@ pub struct TxnEvent {
     pub reads: Vec<ReadEvent>,
     /// Versions installed at commit.
     pub writes: Vec<WriteEvent>,
+    /// Commutative operations applied to per-core slices (they commute with each other).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub split_ops: Vec<SplitOpEvent>,
+    /// Split phases' slices this transaction merged (a reconciliation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merges: Vec<MergeEvent>,
 }
 
 /// Committed transactions only, in any order.

@@ -15,5 +15,7 @@ pub mod serializability;
 
 pub use anomaly::{Anomaly, Cycle, CycleEdge, EdgeKind};
 pub use elle::{elle_key, to_elle_edn, to_elle_list_append_edn};
-pub use history::{History, Item, ReadEvent, TxnEvent, Version, WriteEvent, WriteKind};
+pub use history::{
+    History, Item, MergeEvent, ReadEvent, SplitOpEvent, TxnEvent, Version, WriteEvent, WriteKind,
+};
 pub use serializability::{CheckStats, check_serializable};

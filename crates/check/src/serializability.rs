@@ -3,8 +3,9 @@
 
 use crate::anomaly::{Anomaly, Cycle, CycleEdge, EdgeKind};
 use crate::graph::Graph;
-use crate::history::History;
+use crate::history::{History, Item, Version};
 use crate::index::{NONE, VersionIndex};
+use rustc_hash::FxHashMap;
 
 /// Edge visits spent looking for a shorter cycle after the first one.
 const SHORT_CYCLE_BUDGET: usize = 4_000_000;
@@ -45,8 +46,9 @@ pub fn check_serializable(h: &History) -> Result<CheckStats, Anomaly> {
         transactions: h.len(),
         ..CheckStats::default()
     };
-    let edges = collect_edges(h, &index, &mut stats)?;
-    let graph = Graph::from_edges(h.len(), &edges);
+    let mut edges = collect_edges(h, &index, &mut stats)?;
+    let merges = split_edges(h, &index, &mut edges)?;
+    let graph = Graph::from_edges(h.len() + merges.len(), &edges);
     drop(edges);
     stats.distinct_edges = graph.edge_count();
     let sccs = graph.nontrivial_sccs();
@@ -54,7 +56,76 @@ pub fn check_serializable(h: &History) -> Result<CheckStats, Anomaly> {
         return Ok(stats);
     };
     let cycle = graph.short_cycle(smallest, SHORT_CYCLE_BUDGET);
-    Err(Anomaly::Cycle(label_cycle(h, &index, &cycle)))
+    Err(Anomaly::Cycle(label_cycle(h, &index, &merges, &cycle)))
+}
+
+/// A merge of one item's slices after one split phase, with the graph node that stands for the
+/// start of that phase on the item.
+struct Merge {
+    item: Item,
+    /// The version the merge replaced: every operation of the phase applies after it.
+    prev: Version,
+    /// Position of the merge transaction.
+    merge: u32,
+}
+
+/// Edges of commutative operations applied to per-core slices (Doppel's split phases). The
+/// operations commute, so none orders against another; each sits between the version its merge
+/// replaced and the merge itself. A virtual node per merge (position `h.len() + i`) stands for that
+/// point: the writer and readers of the replaced version precede it, it precedes every operation of
+/// the phase, and every operation precedes the merge.
+fn split_edges(
+    h: &History,
+    index: &VersionIndex,
+    edges: &mut Vec<(u32, u32)>,
+) -> Result<Vec<Merge>, Anomaly> {
+    let mut merges = Vec::new();
+    let mut by_phase: FxHashMap<(Item, u64), u32> = FxHashMap::default();
+    let mut by_prev: FxHashMap<(Item, Version), u32> = FxHashMap::default();
+    for (pos, txn) in h.txns.iter().enumerate() {
+        for m in &txn.merges {
+            let Some(w) = txn.writes.iter().find(|w| w.item == m.item) else {
+                return Err(Anomaly::MergeWithoutWrite {
+                    txn: txn.id,
+                    item: m.item,
+                });
+            };
+            let node = (h.len() + merges.len()) as u32;
+            by_phase.insert((m.item, m.phase), merges.len() as u32);
+            by_prev.insert((m.item, w.prev), node);
+            let writer = index.writer(m.item, w.prev);
+            if writer != NONE {
+                edges.push((writer, node));
+            }
+            merges.push(Merge {
+                item: m.item,
+                prev: w.prev,
+                merge: pos as u32,
+            });
+        }
+    }
+    if merges.is_empty() {
+        return Ok(merges);
+    }
+    for (pos, txn) in h.txns.iter().enumerate() {
+        for r in &txn.reads {
+            if let Some(&node) = by_prev.get(&(r.item, r.version)) {
+                edges.push((pos as u32, node));
+            }
+        }
+        for op in &txn.split_ops {
+            let Some(&i) = by_phase.get(&(op.item, op.phase)) else {
+                return Err(Anomaly::UnmergedSplitOp {
+                    txn: txn.id,
+                    item: op.item,
+                    phase: op.phase,
+                });
+            };
+            edges.push(((h.len() + i as usize) as u32, pos as u32));
+            edges.push((pos as u32, merges[i as usize].merge));
+        }
+    }
+    Ok(merges)
 }
 
 /// All dependency edges between distinct transactions, as position pairs;
@@ -99,18 +170,43 @@ fn collect_edges(
     Ok(edges)
 }
 
-/// Names each hop of a cycle of positions with one dependency behind it.
-fn label_cycle(h: &History, index: &VersionIndex, cycle: &[u32]) -> Cycle {
-    let edges = cycle
-        .iter()
-        .zip(cycle.iter().cycle().skip(1))
-        .map(|(&a, &b)| label_edge(h, index, a, b))
-        .collect();
+/// Names each hop of a cycle of positions with one dependency behind it; a hop through a split
+/// phase's virtual node becomes one `split` edge.
+fn label_cycle(h: &History, index: &VersionIndex, merges: &[Merge], cycle: &[u32]) -> Cycle {
+    let n = h.len() as u32;
+    let Some(start) = cycle.iter().position(|&p| p < n) else {
+        return Cycle { edges: Vec::new() };
+    };
+    let mut edges = Vec::new();
+    let len = cycle.len();
+    let mut i = 0;
+    while i < len {
+        let a = cycle[(start + i) % len];
+        let mut j = i + 1;
+        let mut via = None;
+        while cycle[(start + j) % len] >= n {
+            via = Some(&merges[(cycle[(start + j) % len] - n) as usize]);
+            j += 1;
+        }
+        let b = cycle[(start + j) % len];
+        edges.push(match via {
+            Some(m) => CycleEdge {
+                from: h.txns[a as usize].id,
+                to: h.txns[b as usize].id,
+                kind: EdgeKind::Split,
+                item: m.item,
+                version: m.prev,
+            },
+            None => label_edge(h, index, merges, a, b),
+        });
+        i = j;
+    }
     Cycle { edges }
 }
 
-/// The first dependency from `a` to `b`, looking at ww, then wr, then rw.
-fn label_edge(h: &History, index: &VersionIndex, a: u32, b: u32) -> CycleEdge {
+/// The first dependency from `a` to `b`, looking at ww, then wr, then rw, then an operation `a`
+/// applied to a slice that `b` merged.
+fn label_edge(h: &History, index: &VersionIndex, merges: &[Merge], a: u32, b: u32) -> CycleEdge {
     let (ta, tb) = (&h.txns[a as usize], &h.txns[b as usize]);
     let edge = |kind, item, version| CycleEdge {
         from: ta.id,
@@ -136,7 +232,14 @@ fn label_edge(h: &History, index: &VersionIndex, a: u32, b: u32) -> CycleEdge {
             .find(|r| index.next_writer(r.item, r.version) == b)
             .map(|r| edge(EdgeKind::Rw, r.item, r.version))
     };
+    let split = || {
+        merges
+            .iter()
+            .find(|m| m.merge == b && ta.split_ops.iter().any(|op| op.item == m.item))
+            .map(|m| edge(EdgeKind::Split, m.item, m.prev))
+    };
     ww.or_else(wr)
         .or_else(rw)
-        .expect("every graph edge comes from a ww, wr or rw dependency")
+        .or_else(split)
+        .expect("every graph edge comes from a ww, wr, rw or split dependency")
 }

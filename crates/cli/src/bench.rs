@@ -5,8 +5,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use phasedb_txn::{
-    Adaptive, Atomic, Config, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait,
-    TwoPlWaitDie,
+    Adaptive, Atomic, Config, Doppel, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking,
+    TwoPlNoWait, TwoPlWaitDie,
 };
 use phasedb_workloads::bank::{Bank, BankConfig};
 use phasedb_workloads::incr::{Incr, IncrConfig, KeyChoice};
@@ -39,6 +39,9 @@ pub struct Common {
     /// Record the history and check it is serializable after the run (slow; keep runs short).
     #[arg(long, global = true)]
     pub verify: bool,
+    /// Milliseconds of a split phase under doppel (its phase cycle).
+    #[arg(long, default_value_t = 20.0, global = true)]
+    pub phase_length: f64,
 }
 
 /// The protocols the engine runs.
@@ -65,6 +68,8 @@ pub enum ProtocolName {
     Adaptive,
     /// Atomic instructions and no other concurrency control (increment workloads only).
     Atomic,
+    /// Doppel: phase reconciliation; contended records split into per-core slices.
+    Doppel,
 }
 
 /// Metadata granularity: one column group per row, or several.
@@ -205,6 +210,9 @@ pub fn run(args: BenchArgs) -> i32 {
     if c.duration <= 0.0 {
         return fail("--duration must be positive");
     }
+    if !(c.phase_length >= 0.1 && c.phase_length <= 10_000.0) {
+        return fail("--phase-length must be between 0.1 and 10000 milliseconds");
+    }
     let opts = BenchOptions {
         threads,
         warmup: Duration::from_secs_f64(c.warmup),
@@ -212,6 +220,7 @@ pub fn run(args: BenchArgs) -> i32 {
         seed: c.seed,
         config: Config {
             record_history: c.verify,
+            phase_length: Duration::from_secs_f64(c.phase_length / 1000.0),
             ..Config::default()
         },
     };
@@ -314,6 +323,7 @@ pub fn run_named<W: Workload>(
         ProtocolName::Swisstm => with_progress::<SwissTm, W>(workload, opts),
         ProtocolName::Adaptive => with_progress::<Adaptive, W>(workload, opts),
         ProtocolName::Atomic => with_progress::<Atomic, W>(workload, opts),
+        ProtocolName::Doppel => with_progress::<Doppel, W>(workload, opts),
     }
 }
 

@@ -29,6 +29,7 @@ fn type_json(s: &TypeStats, secs: f64) -> Value {
         "conflicts": s.conflicts,
         "user_aborts": s.user_aborts,
         "failures": s.failures,
+        "stashed": s.stashed,
         "latency_us": latency(s),
     })
 }
@@ -77,6 +78,19 @@ pub fn json(
         "memory_bytes": r.memory_bytes,
         "check": match &r.check { Ok(()) => json!("ok"), Err(e) => json!(e) },
     });
+    if !r.protocol_report.is_empty() {
+        let figures: serde_json::Map<String, Value> = r
+            .protocol_report
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.replace(' ', "_"),
+                    v.parse::<f64>().map_or_else(|_| json!(v), |x| json!(x)),
+                )
+            })
+            .collect();
+        out["protocol_report"] = Value::Object(figures);
+    }
     if let Some((n, verdict)) = verified {
         out["serializable"] = json!({
             "transactions": n,
@@ -136,6 +150,12 @@ pub fn table(
     }
     if r.txn_types.len() > 1 {
         line("total", &r.stats.total());
+    }
+    if !r.protocol_report.is_empty() {
+        let _ = writeln!(out, "\n{}:", r.protocol);
+        for (k, v) in &r.protocol_report {
+            let _ = writeln!(out, "  {k:<32} {v}");
+        }
     }
     let _ = writeln!(
         out,

@@ -11,6 +11,7 @@ compile_error!("phasedb stores rows as little-endian words");
 
 mod hash_index;
 mod key;
+pub mod ordered;
 mod ordered_index;
 mod prefetch;
 mod record;

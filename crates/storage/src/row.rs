@@ -69,7 +69,9 @@ impl<'a> RowView<'a> {
         self.words
     }
 
-    fn raw(&self, c: ColumnId) -> &'a [u8] {
+    /// A column's stored bytes, whatever its type.
+    #[inline]
+    pub fn raw(&self, c: ColumnId) -> &'a [u8] {
         let col = self.schema.column(c);
         &bytes(self.words)[col.offset..col.offset + col.ty.width()]
     }
@@ -108,13 +110,30 @@ impl<'a> RowView<'a> {
         }
     }
 
+    /// An ordered-tuple column's tuple; `None` while empty.
+    pub fn tuple(&self, c: ColumnId) -> Option<crate::ordered::Tuple<'a>> {
+        debug_assert!(matches!(self.schema.column(c).ty, ColumnType::Tuple(_)));
+        crate::ordered::tuple(self.raw(c))
+    }
+
+    /// A top-K column's tuples, largest order first.
+    pub fn topk(&self, c: ColumnId) -> impl Iterator<Item = crate::ordered::Tuple<'a>> + 'a {
+        let ColumnType::TopK { n, .. } = self.schema.column(c).ty else {
+            panic!("column {c} is not a top-K set");
+        };
+        crate::ordered::topk(self.raw(c), n)
+    }
+
     /// Any column as a [`Value`].
     pub fn value(&self, c: ColumnId) -> Value<'a> {
         match self.schema.column(c).ty {
             ColumnType::U64 => Value::U64(self.u64(c)),
             ColumnType::I64 => Value::I64(self.i64(c)),
             ColumnType::F64 => Value::F64(self.f64(c)),
-            ColumnType::Fixed(_) | ColumnType::Bounded(_) => Value::Bytes(self.bytes(c)),
+            ColumnType::Fixed(_)
+            | ColumnType::Bounded(_)
+            | ColumnType::Tuple(_)
+            | ColumnType::TopK { .. } => Value::Bytes(self.bytes(c)),
         }
     }
 }
@@ -178,6 +197,12 @@ impl<'a> RowBuf<'a> {
                 raw[len..].fill(0);
             }
         }
+    }
+
+    /// The column's stored bytes, to change in place (ordered tuples and top-K sets).
+    #[inline]
+    pub fn raw_mut(&mut self, c: ColumnId) -> &mut [u8] {
+        self.raw(c)
     }
 
     /// Sets any column from a [`Value`] of the matching type.

@@ -13,6 +13,15 @@ pub enum ColumnType {
     Fixed(u16),
     /// Up to `n` bytes, stored with a two-byte length prefix in `n + 2` bytes.
     Bounded(u16),
+    /// An ordered tuple `(order, core, bytes)` with up to `n` bytes (see [`crate::ordered`]): the value
+    /// of Doppel's `OPut`.
+    Tuple(u16),
+    /// A top-K set of at most `k` ordered tuples with up to `n` bytes each (see [`crate::ordered`]):
+    /// the value of Doppel's `TopKInsert`.
+    TopK {
+        k: u8,
+        n: u16,
+    },
 }
 
 impl ColumnType {
@@ -22,6 +31,8 @@ impl ColumnType {
             ColumnType::U64 | ColumnType::I64 | ColumnType::F64 => 8,
             ColumnType::Fixed(n) => n as usize,
             ColumnType::Bounded(n) => n as usize + 2,
+            ColumnType::Tuple(n) => crate::ordered::tuple_width(n),
+            ColumnType::TopK { k, n } => crate::ordered::topk_width(k, n),
         }
     }
 }

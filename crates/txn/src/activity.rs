@@ -4,6 +4,8 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
 const IDLE: u64 = u64::MAX;
+/// An idle slot the phase coordinator is acting for; its worker waits to enter.
+const CLAIMED: u64 = u64::MAX - 1;
 
 /// The epoch in which each worker's running transaction started (Silo's epoch-based garbage
 /// collection). A deleted record stays linked, as a tombstone, until every transaction that was
@@ -41,16 +43,40 @@ impl Activity {
         slot
     }
 
-    /// Returns a worker's slot.
+    /// Returns a worker's slot (idle: outside any transaction).
     pub fn release(&self, slot: usize) {
-        self.slots[slot].store(IDLE, Ordering::Release);
         self.free.lock().push(slot);
     }
 
-    /// Marks the slot's transaction as running since `epoch`, before it reads anything.
+    /// Marks the slot's transaction as running since `epoch`, before it reads anything; waits while
+    /// the phase coordinator holds the slot.
     #[inline]
     pub fn enter(&self, slot: usize, epoch: u64) {
-        self.slots[slot].store(epoch, Ordering::SeqCst);
+        while self.slots[slot]
+            .compare_exchange(IDLE, epoch, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err()
+        {
+            debug_assert_eq!(self.slots[slot].load(Ordering::Relaxed), CLAIMED);
+            std::thread::yield_now();
+        }
+    }
+
+    /// Claims an idle slot so its worker cannot enter a transaction until [`Activity::unclaim`]:
+    /// the phase coordinator then acts for the worker. False if the slot is busy.
+    pub fn try_claim(&self, slot: usize) -> bool {
+        self.slots[slot]
+            .compare_exchange(IDLE, CLAIMED, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Ends a claim.
+    pub fn unclaim(&self, slot: usize) {
+        self.slots[slot].store(IDLE, Ordering::SeqCst);
+    }
+
+    /// One past the highest slot ever handed out.
+    pub fn high(&self) -> usize {
+        self.high.load(Ordering::Acquire)
     }
 
     /// Marks the slot idle.
@@ -65,6 +91,7 @@ impl Activity {
         self.slots[..high]
             .iter()
             .map(|s| s.load(Ordering::SeqCst))
+            .filter(|&e| e != CLAIMED)
             .min()
             .unwrap_or(IDLE)
     }

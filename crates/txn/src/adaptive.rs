@@ -115,6 +115,7 @@ fn abort_with(st: &mut TxState<AdaptiveMeta>, db: &Database<Adaptive>, e: TxErro
 
 impl Protocol for Adaptive {
     const NAME: &'static str = "adaptive";
+    type Shared = ();
     type Meta = AdaptiveMeta;
 
     fn new_meta(word: u64) -> AdaptiveMeta {

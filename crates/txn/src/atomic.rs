@@ -24,6 +24,7 @@ const ONLY_SPLITTABLE: TxError = TxError::Invalid(
 
 impl Protocol for Atomic {
     const NAME: &'static str = "atomic";
+    type Shared = ();
     type Meta = TidWord;
 
     fn new_meta(word: u64) -> TidWord {
@@ -50,7 +51,7 @@ impl Protocol for Atomic {
         table: TableId,
         key: u64,
         col: usize,
-        op: SplitOp,
+        op: SplitOp<'_>,
         guard: &Guard,
     ) -> Option<TxResult<bool>> {
         let table = db.table(table);
@@ -65,6 +66,9 @@ impl Protocol for Atomic {
             return Some(Ok(false));
         }
         let word = &rec.words(table.layout())[column.offset / 8];
+        if matches!(op, SplitOp::OPut { .. } | SplitOp::TopKInsert { .. }) {
+            return Some(Err(ONLY_SPLITTABLE));
+        }
         match (op, column.ty) {
             (SplitOp::Add(d), _) => {
                 word.fetch_add(d as u64, Ordering::Relaxed);

@@ -30,6 +30,10 @@ pub struct Config {
     pub max_retries: Option<u32>,
     /// Upper bound of the randomised exponential backoff between retries, in spin iterations.
     pub max_backoff_spins: u32,
+    /// Length of a split phase under phased protocols (Doppel's cycle; 20 ms in the paper).
+    pub phase_length: Duration,
+    /// How Doppel decides which records to split.
+    pub split: crate::doppel::SplitPolicy,
 }
 
 impl Default for Config {
@@ -39,6 +43,8 @@ impl Default for Config {
             epoch_interval: Duration::from_millis(40),
             max_retries: None,
             max_backoff_spins: 1 << 14,
+            phase_length: Duration::from_millis(20),
+            split: Default::default(),
         }
     }
 }
@@ -87,12 +93,22 @@ pub struct Database<P: Protocol> {
     /// Deleted records left waiting by workers that were dropped; the next reclaiming worker adopts them.
     orphans: Mutex<VecDeque<Unlink>>,
     has_orphans: AtomicBool,
+    /// The phase mechanism (used by phased protocols only).
+    pub(crate) phases: crate::phase::Phases,
+    /// The protocol's database-wide state.
+    pub(crate) shared: P::Shared,
 }
 
 impl<P: Protocol> Database<P> {
     /// An empty database.
     pub fn open(config: Config) -> Database<P> {
+        let mut phases = crate::phase::Phases::new(MAX_WORKERS, 0);
+        if P::PHASED {
+            phases.start_ticker(config.phase_length);
+        }
         Database {
+            phases,
+            shared: P::Shared::default(),
             tables: Vec::new(),
             epoch: EpochClock::start(config.epoch_interval),
             config,
@@ -167,6 +183,7 @@ impl<P: Protocol> Database<P> {
     /// Calls `f(key, row)` on every existing row of table `t`, outside any transaction. Only for use
     /// when no transaction runs (consistency checks after a run): it reads without concurrency control.
     pub fn for_each_row_quiescent(&self, t: TableId, mut f: impl FnMut(u64, RowView<'_>)) {
+        self.settle();
         let table = self.table(t);
         let schema = table.schema();
         let mut words = vec![0u64; schema.row_words()];
@@ -177,6 +194,22 @@ impl<P: Protocol> Database<P> {
                 f(rec.key(), RowView::new(schema, &words));
             }
         });
+    }
+
+    /// Brings every committed write into the records themselves, for a phased protocol (Doppel
+    /// merges all per-core slices and returns to a joined phase). Waits for running transactions'
+    /// phase to end; meant for when no worker runs (checks after a run), harmless otherwise.
+    pub fn settle(&self) {
+        if P::PHASED {
+            let role = self.phases.coordinate();
+            P::settle(self, &role);
+        }
+    }
+
+    /// The protocol's own figures (Doppel: phases, split records, stashed transactions), as
+    /// name/value pairs for reports.
+    pub fn protocol_report(&self) -> Vec<(&'static str, String)> {
+        P::report(self)
     }
 
     /// A new worker: the per-thread context that runs transactions. Create one per thread.

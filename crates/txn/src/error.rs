@@ -20,6 +20,11 @@ pub enum TxError {
     /// The procedure panicked; its writes were discarded. Not retried.
     #[error("procedure panicked: {0}")]
     Panicked(String),
+    /// The transaction touched split data in a way the split phase cannot run (a read, or another
+    /// operation than the record's selected one): it must run again in the next joined phase. A
+    /// worker in stash mode returns it to its caller; otherwise the worker waits and reruns it.
+    #[error("stashed until the next joined phase")]
+    Stashed,
     /// The retry limit of the configuration was reached.
     #[error("gave up after {0} conflicting attempts")]
     TooManyRetries(u32),

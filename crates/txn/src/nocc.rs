@@ -14,6 +14,7 @@ pub struct NoCc;
 
 impl Protocol for NoCc {
     const NAME: &'static str = "nocc";
+    type Shared = ();
     type Meta = TidWord;
 
     fn new_meta(word: u64) -> TidWord {

@@ -4,10 +4,10 @@ use phasedb_storage::{RecordLayout, RecordPtr, TableId};
 
 use crate::commit;
 use crate::database::Database;
-use crate::error::TxResult;
+use crate::error::{TxError, TxResult};
 use crate::protocol::Protocol;
 use crate::state::{CommitCtx, TxState, WriteKind};
-use crate::tid::{ABSENT, TidWord};
+use crate::tid::{ABSENT, SPLIT, TidWord};
 
 /// Silo's optimistic concurrency control: reads copy a group and remember its TID word without
 /// writing shared memory; commit locks the write set in address order (no-wait), reads the epoch,
@@ -16,6 +16,7 @@ pub struct Occ;
 
 impl Protocol for Occ {
     const NAME: &'static str = "occ";
+    type Shared = ();
     type Meta = TidWord;
 
     fn new_meta(word: u64) -> TidWord {
@@ -44,33 +45,46 @@ impl Protocol for Occ {
     }
 
     fn commit(st: &mut TxState<TidWord>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()> {
-        let db = ctx.db;
-        let writes = st.writes.iter().any(|w| w.kind != WriteKind::Cancelled);
-        if writes {
-            let locked =
-                commit::lock_inserts(st, db, ctx.guard).and_then(|()| commit::lock_writes(st, db));
-            if let Err(e) = locked {
-                commit::release(st, db);
-                return Err(e);
-            }
-        }
-        fence(Ordering::SeqCst);
-        let epoch = db.epoch.current();
-        let valid = commit::validate(st, db, ctx.guard);
-        if let Err(e) = valid {
-            commit::release(st, db);
-            return Err(e);
-        }
-        if writes {
-            let tid = commit::choose_tid(st, *ctx.last_tid, epoch);
-            commit::install(st, db, tid);
-            *ctx.last_tid = tid;
-            ctx.tid = tid;
-        }
-        Ok(())
+        silo_commit::<Self, false>(st, ctx)
     }
 
     fn reclaim(st: &mut TxState<TidWord>, db: &Database<Self>) {
         commit::reclaim(db, st);
     }
+}
+
+/// Silo's commit: locks the write set (inserts first), reads the epoch, validates, then installs with
+/// a TID chosen locally. With `SPLIT_AWARE` (Doppel) a locked group that is split data in the current
+/// split phase stashes the transaction.
+pub(crate) fn silo_commit<P: Protocol<Meta = TidWord>, const SPLIT_AWARE: bool>(
+    st: &mut TxState<TidWord>,
+    ctx: &mut CommitCtx<'_, P>,
+) -> TxResult<()> {
+    let db = ctx.db;
+    let writes = st.writes.iter().any(|w| w.kind != WriteKind::Cancelled);
+    if writes {
+        let mut locked =
+            commit::lock_inserts(st, db, ctx.guard).and_then(|()| commit::lock_writes(st, db));
+        if SPLIT_AWARE && locked.is_ok() && st.locks.iter().any(|l| l.prev & SPLIT != 0) {
+            locked = Err(TxError::Stashed);
+        }
+        if let Err(e) = locked {
+            commit::release(st, db);
+            return Err(e);
+        }
+    }
+    fence(Ordering::SeqCst);
+    let epoch = db.epoch.current();
+    let valid = commit::validate(st, db, ctx.guard);
+    if let Err(e) = valid {
+        commit::release(st, db);
+        return Err(e);
+    }
+    if writes {
+        let tid = commit::choose_tid(st, *ctx.last_tid, epoch);
+        commit::install(st, db, tid);
+        *ctx.last_tid = tid;
+        ctx.tid = tid;
+    }
+    Ok(())
 }

@@ -2,6 +2,7 @@ use phasedb_storage::{Guard, RecordLayout, RecordPtr, TableId};
 
 use crate::database::Database;
 use crate::error::TxResult;
+use crate::phase::PhaseWord;
 use crate::splittable::SplitOp;
 use crate::state::{CommitCtx, TxState};
 use crate::tid::TidMeta;
@@ -14,6 +15,12 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     const NAME: &'static str;
     /// Per-group record metadata; it holds a TID word with the group's status and version.
     type Meta: TidMeta;
+
+    /// State the protocol keeps for the whole database (Doppel: split records and per-core slices).
+    type Shared: Default + Send + Sync;
+    /// Whether the protocol runs in phases ([`crate::phase`]); the worker then follows them at each
+    /// transaction boundary.
+    const PHASED: bool = false;
 
     /// Metadata holding the TID word `word` (see [`crate::tid`]) for a new record or placeholder.
     fn new_meta(word: u64) -> Self::Meta;
@@ -56,7 +63,7 @@ pub trait Protocol: Sized + Send + Sync + 'static {
         _table: TableId,
         _key: u64,
         _col: usize,
-        _op: SplitOp,
+        _op: SplitOp<'_>,
         _guard: &Guard,
     ) -> Option<TxResult<bool>> {
         None
@@ -80,4 +87,45 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     /// Work after an attempt, while the worker runs no transaction: unlinking records it deleted or
     /// placeholders it left behind.
     fn reclaim(tx: &mut TxState<Self::Meta>, db: &Database<Self>);
+
+    /// Called after a conflict aborted an attempt (Doppel samples the contended records here).
+    fn on_conflict(_tx: &mut TxState<Self::Meta>, _db: &Database<Self>) {}
+
+    /// Phased protocols: the worker's own part of moving to phase `to`, at a transaction boundary.
+    /// False puts off acknowledging it (the worker keeps running in its current phase).
+    fn enter_phase(_tx: &mut TxState<Self::Meta>, _db: &Database<Self>, _to: PhaseWord) -> bool {
+        true
+    }
+
+    /// Phased protocols: a change of phase is due and the caller holds the coordinator's role; `me`
+    /// is the coordinating worker's state (`None` when the database settles with no worker running).
+    fn coordinate(
+        _db: &Database<Self>,
+        _role: &parking_lot::MutexGuard<'_, ()>,
+        _me: Option<&mut TxState<Self::Meta>>,
+    ) {
+    }
+
+    /// Phased protocols: brings the database to a phase where every committed write is in the
+    /// records themselves (Doppel: merges all per-core slices). Called with the coordinator's role
+    /// while no worker runs a transaction.
+    fn settle(_db: &Database<Self>, _role: &parking_lot::MutexGuard<'_, ()>) {}
+
+    /// While recording: adds the committed transaction's operations on per-core slices to its event.
+    fn record_split_ops(
+        _db: &Database<Self>,
+        _tx: &TxState<Self::Meta>,
+        _event: &mut phasedb_check::TxnEvent,
+    ) {
+    }
+
+    /// The protocol's own figures for reports, as name/value pairs.
+    fn report(_db: &Database<Self>) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    /// Phased protocols: whether a transaction stashed earlier may run in phase `p`.
+    fn resumes_stashed(_p: PhaseWord) -> bool {
+        true
+    }
 }

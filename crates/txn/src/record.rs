@@ -29,6 +29,8 @@ pub(crate) fn record_commit<P: Protocol>(
         worker,
         reads: Vec::with_capacity(st.reads.len() + st.misses.len()),
         writes: Vec::with_capacity(st.locks.len()),
+        split_ops: Vec::new(),
+        merges: Vec::new(),
     };
     for r in &st.reads {
         ev.reads.push(ReadEvent {
@@ -57,5 +59,6 @@ pub(crate) fn record_commit<P: Protocol>(
             kind,
         });
     }
+    P::record_split_ops(_db, st, &mut ev);
     history.txns.push(ev);
 }

@@ -103,6 +103,32 @@ pub struct TxState<M> {
     pub slot: usize,
     /// Set by a protocol's `read_group` for the read being registered (TicToc: the read timestamp).
     pub last_extra: u64,
+    /// The id of the worker running the transaction: the core id of ordered tuples it writes.
+    pub worker: u32,
+    /// A column's bytes during a splittable operation's read-modify-write.
+    pub scratch: Vec<u8>,
+    /// The phase the worker runs in (phased protocols; see [`crate::phase`]).
+    pub phase: u64,
+    /// The worker's caller holds stashed transactions to rerun: a phased protocol may put off a
+    /// phase in which they could not run.
+    pub stash_pending: bool,
+    /// Splittable operations on split records, applied to the worker's per-core slices at commit.
+    pub split_writes: Vec<SplitWrite>,
+    /// The byte arguments of `split_writes`.
+    pub split_bytes: Vec<u8>,
+    /// Splittable operations run as read-modify-writes, as (table, key, column, kind): what a
+    /// conflict on those records would be about (Doppel's conflict sampling).
+    pub split_candidates: Vec<(TableId, u64, u16, crate::splittable::OpKind)>,
+}
+
+/// A splittable operation buffered for a per-core slice: the split entry it updates, its kind and
+/// argument, and where its bytes are in [`TxState::split_bytes`].
+#[derive(Clone, Debug)]
+pub struct SplitWrite {
+    pub entry: u32,
+    pub kind: crate::splittable::OpKind,
+    pub arg: i64,
+    pub bytes: Range<usize>,
 }
 
 /// A lock a protocol holds on a group while the transaction executes.
@@ -145,6 +171,13 @@ impl<M> TxState<M> {
             ts: 0,
             slot: 0,
             last_extra: 0,
+            worker: 0,
+            scratch: Vec::with_capacity(64),
+            phase: 0,
+            stash_pending: false,
+            split_writes: Vec::new(),
+            split_bytes: Vec::new(),
+            split_candidates: Vec::new(),
         }
     }
 
@@ -160,6 +193,9 @@ impl<M> TxState<M> {
         self.locks.clear();
         self.held.clear();
         self.held_set.clear();
+        self.split_writes.clear();
+        self.split_bytes.clear();
+        self.split_candidates.clear();
     }
 
     #[inline]

@@ -15,6 +15,8 @@ pub struct TypeStats {
     pub user_aborts: u64,
     /// Transactions that ended in another error (duplicate key, panic, retry limit...).
     pub failures: u64,
+    /// Attempts stashed until a later phase (Doppel: they touched split data).
+    pub stashed: u64,
     /// Latency of committed transactions in nanoseconds, from first attempt to commit.
     pub latency_ns: Histogram<u64>,
 }
@@ -36,6 +38,7 @@ impl Default for TypeStats {
             conflict_kinds: [0; 5],
             user_aborts: 0,
             failures: 0,
+            stashed: 0,
             latency_ns: Histogram::new_with_bounds(1, 60_000_000_000, 3)
                 .expect("valid histogram bounds"),
         }
@@ -52,6 +55,7 @@ impl TypeStats {
         }
         self.user_aborts += other.user_aborts;
         self.failures += other.failures;
+        self.stashed += other.stashed;
         self.latency_ns
             .add(&other.latency_ns)
             .expect("histograms with equal bounds merge");

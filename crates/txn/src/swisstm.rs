@@ -70,6 +70,7 @@ fn release_write_locks(st: &mut TxState<SwissMeta>, db: &Database<SwissTm>) {
 
 impl Protocol for SwissTm {
     const NAME: &'static str = "swisstm";
+    type Shared = ();
     type Meta = SwissMeta;
 
     fn new_meta(word: u64) -> SwissMeta {

@@ -46,6 +46,7 @@ fn conflict<T>(c: Conflict) -> TxResult<T> {
 
 impl Protocol for TicToc {
     const NAME: &'static str = "tictoc";
+    type Shared = ();
     type Meta = TicTocMeta;
 
     fn new_meta(word: u64) -> TicTocMeta {

@@ -12,8 +12,12 @@ pub const LOCK: u64 = 1 << 63;
 pub const ABSENT: u64 = 1 << 62;
 /// The record is being unlinked from its indexes; it stays locked and must be looked up again.
 pub const UNLINKED: u64 = 1 << 61;
+/// The group is split data in the current split phase (Doppel); the TID bits then hold the index of
+/// its split entry instead of a TID, and every access other than the selected splittable operation
+/// must wait for the next joined phase.
+pub const SPLIT: u64 = 1 << 60;
 /// Bits of the word that hold the TID.
-pub const TID_MASK: u64 = UNLINKED - 1;
+pub const TID_MASK: u64 = SPLIT - 1;
 /// The epoch occupies the TID bits above this shift; the sequence within the epoch the bits below.
 pub const EPOCH_SHIFT: u32 = 32;
 

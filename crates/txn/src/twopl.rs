@@ -146,6 +146,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
         WAIT_DIE => "2pl-waitdie",
         _ => "2pl",
     };
+    type Shared = ();
     type Meta = LockMeta;
 
     fn new_meta(word: u64) -> LockMeta {

@@ -53,6 +53,12 @@ impl RowWriter<'_> {
         *self.columns |= 1 << c;
     }
 
+    /// Sets a column's stored bytes as they are (`raw` is exactly the column's width).
+    pub fn set_raw(&mut self, c: ColumnId, raw: &[u8]) {
+        self.buf.raw_mut(c).copy_from_slice(raw);
+        *self.columns |= 1 << c;
+    }
+
     /// The image as written so far (columns not written hold zeros or earlier writes).
     pub fn view(&self) -> RowView<'_> {
         self.buf.view()
@@ -65,21 +71,69 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         self.db.table(t).schema()
     }
 
-    /// Applies the splittable operation `op` to integer column `col` of row `key`; false if the row does
-    /// not exist. The protocol decides how: in place, or (by default) as a read-modify-write.
-    pub fn apply(&mut self, t: TableId, key: u64, col: ColumnId, op: SplitOp) -> TxResult<bool> {
-        let ty = crate::splittable::check_int(self.table(t).schema(), col)?;
+    /// Applies the splittable operation `op` to column `col` of row `key`; false if the row does not
+    /// exist. The protocol decides how: in place, on a per-core slice, or (by default) as a
+    /// read-modify-write of the column.
+    pub fn apply(
+        &mut self,
+        t: TableId,
+        key: u64,
+        col: ColumnId,
+        op: SplitOp<'_>,
+    ) -> TxResult<bool> {
+        let ty = crate::splittable::check(self.table(t).schema(), col, &op)?;
         if let Some(done) = P::apply_in_place(self.st, self.db, t, key, col, op, self.guard) {
             return done;
         }
+        let mut current = std::mem::take(&mut self.st.scratch);
+        let outcome = self.read_modify_write(t, key, col, ty, &op, &mut current);
+        self.st.scratch = current;
+        outcome
+    }
+
+    fn read_modify_write(
+        &mut self,
+        t: TableId,
+        key: u64,
+        col: ColumnId,
+        ty: ColumnType,
+        op: &SplitOp<'_>,
+        current: &mut Vec<u8>,
+    ) -> TxResult<bool> {
         let Some(row) = self.get_columns(t, key, columns(&[col]))? else {
             return Ok(false);
         };
-        let value = op.apply(crate::splittable::read_int(&row, col)?);
-        self.update(t, key, |w| match ty {
-            ColumnType::U64 => w.set_u64(col, value as u64),
-            _ => w.set_i64(col, value),
-        })
+        current.clear();
+        current.extend_from_slice(row.raw(col));
+        let core = self.st.worker;
+        crate::splittable::apply_raw(op, ty, current, core);
+        self.update(t, key, |w| w.set_raw(col, current))
+    }
+
+    /// OPut: replaces the ordered tuple in column `col` of row `key` by `(order, this worker, value)`
+    /// if that beats it (see [`phasedb_storage::ordered`]); false if the row does not exist.
+    pub fn oput(
+        &mut self,
+        t: TableId,
+        key: u64,
+        col: ColumnId,
+        order: i64,
+        value: &[u8],
+    ) -> TxResult<bool> {
+        self.apply(t, key, col, SplitOp::OPut { order, value })
+    }
+
+    /// TopKInsert: inserts `(order, this worker, value)` into the top-K set in column `col` of row
+    /// `key`; false if the row does not exist.
+    pub fn topk_insert(
+        &mut self,
+        t: TableId,
+        key: u64,
+        col: ColumnId,
+        order: i64,
+        value: &[u8],
+    ) -> TxResult<bool> {
+        self.apply(t, key, col, SplitOp::TopKInsert { order, value })
     }
 
     /// Adds `delta` to integer column `col` of row `key` (see [`Tx::apply`]).

@@ -25,20 +25,28 @@ pub struct Worker<'db, P: Protocol> {
     stats: Stats,
     progress: Arc<CachePadded<AtomicU64>>,
     pub(crate) history: Option<History>,
+    stash_mode: bool,
+    origin: Option<Instant>,
 }
 
 impl<'db, P: Protocol> Worker<'db, P> {
     pub(crate) fn new(db: &'db Database<P>, id: u32) -> Self {
+        let slot = db.activity.register();
+        let mut state = TxState::new(db.max_row_words());
+        state.slot = slot;
+        state.worker = id;
         Worker {
             db,
             id,
-            slot: db.activity.register(),
-            state: TxState::new(db.max_row_words()),
+            slot,
+            state,
             last_tid: 0,
             rng: 0x2545_f491_4f6c_dd1d ^ ((id as u64 + 1) << 17),
             stats: Stats::default(),
             progress: Arc::new(CachePadded::new(AtomicU64::new(0))),
             history: db.config.record_history.then(History::default),
+            stash_mode: false,
+            origin: None,
         }
     }
 
@@ -70,17 +78,25 @@ impl<'db, P: Protocol> Worker<'db, P> {
     /// Runs `procedure` as one transaction of type `ty` (an index for statistics). A conflict aborts
     /// the attempt, waits a randomised exponential backoff and runs the procedure again; any other
     /// error (including a panic in the procedure) is returned with nothing written.
+    ///
+    /// Under a phased protocol a transaction that cannot run in the current phase (Doppel: it reads
+    /// split data) is stashed: in stash mode ([`Worker::set_stash_mode`]) `execute` returns
+    /// [`TxError::Stashed`] at once so the caller can rerun it later; otherwise it waits for a phase
+    /// that can run it.
     pub fn execute<R>(
         &mut self,
         ty: usize,
         mut procedure: impl FnMut(&mut Tx<'_, 'db, P>) -> TxResult<R>,
     ) -> TxResult<R> {
-        let start = Instant::now();
+        let start = self.origin.unwrap_or_else(Instant::now);
         self.state.ts = ((start.duration_since(self.db.opened).as_nanos() as u64) << 10)
-            | (self.id as u64 & 0x3ff);
+            | (self.slot as u64 & 0x3ff);
         let mut attempt = 0u32;
         loop {
             self.db.activity.enter(self.slot, self.db.epoch.current());
+            if P::PHASED {
+                self.phase_boundary();
+            }
             let guard = phasedb_storage::pin();
             self.state.reset();
             let db = self.db;
@@ -110,7 +126,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     Err(panic) => Err(TxError::Panicked(panic_message(&*panic))),
                 }
                 .map_err(|e| match e {
-                    TxError::Conflict(_) => e,
+                    TxError::Conflict(_) | TxError::Stashed => e,
                     // An optimistic attempt may have failed only because it saw an inconsistent view.
                     _ if !P::reads_valid(&mut self.state, db, &guard) => {
                         TxError::Conflict(Conflict::Validation)
@@ -120,6 +136,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
             };
             if outcome.is_err() {
                 P::abort(&mut self.state, db);
+                if matches!(outcome, Err(TxError::Conflict(_))) {
+                    P::on_conflict(&mut self.state, db);
+                }
             }
             if let (Ok((_, tid)), Some(h)) = (&outcome, &mut self.history) {
                 crate::record::record_commit(db, &self.state, *tid, self.id, h);
@@ -145,6 +164,13 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     }
                     self.backoff(attempt);
                 }
+                Err(TxError::Stashed) => {
+                    self.stats.of_type(ty).stashed += 1;
+                    if self.stash_mode {
+                        return Err(TxError::Stashed);
+                    }
+                    self.wait_for_stashed_phase();
+                }
                 Err(e) => {
                     let s = self.stats.of_type(ty);
                     if e == TxError::UserAbort {
@@ -155,6 +181,101 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     return Err(e);
                 }
             }
+        }
+    }
+
+    /// Makes [`Worker::execute`] return [`TxError::Stashed`] instead of waiting when a phased protocol
+    /// stashes a transaction; the caller then reruns it once [`Worker::may_resume_stashed`] says so.
+    pub fn set_stash_mode(&mut self, on: bool) {
+        self.stash_mode = on;
+    }
+
+    /// Makes the next transactions' latency count from `origin` (when a stashed transaction first
+    /// started) instead of from the call to [`Worker::execute`]; `None` goes back to the call.
+    pub fn set_origin(&mut self, origin: Option<Instant>) {
+        self.origin = origin;
+    }
+
+    /// Tells the worker its caller holds stashed transactions, so it puts off phases that would
+    /// stash them again until they have run.
+    pub fn set_stash_pending(&mut self, pending: bool) {
+        self.state.stash_pending = pending;
+    }
+
+    /// Whether stashed transactions can run now (always true for protocols without phases).
+    pub fn may_resume_stashed(&self) -> bool {
+        if !P::PHASED {
+            return true;
+        }
+        let phases = &self.db.phases;
+        let p = phases.published();
+        phases.released() == p && P::resumes_stashed(p)
+    }
+
+    /// At a transaction boundary, with the slot marked busy: takes the coordinator's role if a phase
+    /// change is due, and follows the published phase.
+    #[inline]
+    fn phase_boundary(&mut self) {
+        let phases = &self.db.phases;
+        if phases.due() {
+            self.coordinate();
+        }
+        if phases.published() != self.state.phase {
+            self.follow_phase();
+        }
+    }
+
+    #[cold]
+    fn coordinate(&mut self) {
+        if let Some(role) = self.db.phases.try_coordinate() {
+            P::coordinate(self.db, &role, Some(&mut self.state));
+        }
+    }
+
+    /// Acknowledges published phases (doing the worker's part of each change) and waits until the
+    /// coordinator releases the worker into the latest one.
+    #[cold]
+    fn follow_phase(&mut self) {
+        let phases = &self.db.phases;
+        let mut spins = 0u32;
+        loop {
+            let p = phases.published();
+            if p != self.state.phase {
+                if phases.acked(self.slot) >= p {
+                    // The coordinator did this worker's part while it was idle.
+                    self.state.phase = p;
+                } else if P::enter_phase(&mut self.state, self.db, p) {
+                    self.state.phase = p;
+                    phases.ack(self.slot, p);
+                } else {
+                    return;
+                }
+            }
+            if phases.released() >= p {
+                return;
+            }
+            spins += 1;
+            if spins > 64 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Waits, outside any transaction, until a phase that can run stashed transactions; asks the
+    /// coordinator to hurry there, and takes its role if nobody else does.
+    #[cold]
+    fn wait_for_stashed_phase(&mut self) {
+        let phases = &self.db.phases;
+        phases.hurry();
+        while !self.may_resume_stashed() {
+            if phases.due() {
+                self.db.activity.enter(self.slot, self.db.epoch.current());
+                self.coordinate();
+                self.db.activity.leave(self.slot);
+            }
+            std::thread::yield_now();
         }
     }
 

@@ -50,6 +50,8 @@ fn with_observer(h: &History) -> History {
     out.push(TxnEvent {
         id: h.txns.iter().map(|t| t.id).max().unwrap_or(0) + 1,
         worker: h.txns.iter().map(|t| t.worker).max().unwrap_or(0) + 1,
+        split_ops: Vec::new(),
+        merges: Vec::new(),
         reads: heads
             .into_iter()
             .map(|(item, version)| ReadEvent { item, version })

@@ -116,6 +116,10 @@ impl Workload for Bank {
         }
     }
 
+    fn rng<'a>(&self, thread: &'a mut BankThread) -> &'a mut SmallRng {
+        &mut thread.rng
+    }
+
     fn thread(&self, index: usize, seed: u64) -> BankThread {
         BankThread {
             rng: SmallRng::seed_from_u64(seed.wrapping_add(index as u64 * 7919)),

@@ -2,7 +2,10 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use phasedb_txn::{Config, Database, Protocol, Stats};
+use std::collections::VecDeque;
+
+use phasedb_txn::{Config, Database, Protocol, Stats, TxError, TxResult, Worker};
+use rand::rngs::SmallRng;
 
 use crate::Workload;
 
@@ -33,6 +36,8 @@ pub struct BenchResult {
     pub check: Result<(), String>,
     /// The recorded history (empty unless the configuration records).
     pub history: phasedb_txn::History,
+    /// The protocol's own figures (Doppel: phases, split records, stashed transactions).
+    pub protocol_report: Vec<(&'static str, String)>,
 }
 
 impl BenchResult {
@@ -76,6 +81,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
                     let mut worker = db.worker();
                     counters[i].store(0, Ordering::Relaxed);
                     let mut th = workload.thread(i, opts.seed);
+                    let mut stash = Stash::new::<P>(&mut worker);
                     ready.fetch_add(1, Ordering::AcqRel);
                     let mut measuring = false;
                     let mut done = 0u64;
@@ -88,7 +94,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
                             measuring = true;
                             worker.stats_mut().reset();
                         }
-                        if let Err(e) = workload.run_one(&mut th, &mut worker)
+                        if let Err(e) = stash.run_one(workload, &mut th, &mut worker)
                             && !matches!(e, phasedb_txn::TxError::UserAbort)
                             && !failed.swap(true, Ordering::Relaxed)
                         {
@@ -128,6 +134,8 @@ pub fn run_bench<P: Protocol, W: Workload>(
             merged.merge(&h.join().expect("benchmark worker panicked"));
         }
     });
+    db.settle();
+    let protocol_report = db.protocol_report();
     let mut check = workload.check(&db);
     if failed.load(Ordering::Relaxed) && check.is_ok() {
         check = Err("some transactions failed with an error (see above)".into());
@@ -141,5 +149,61 @@ pub fn run_bench<P: Protocol, W: Workload>(
         memory_bytes: db.memory_bytes(),
         check,
         history: db.take_history(),
+        protocol_report,
+    }
+}
+
+/// Transactions a phased protocol stashed, kept as copies of the generator taken before each was
+/// generated (with the time it first started), and rerun first once the protocol allows.
+struct Stash {
+    phased: bool,
+    pending: VecDeque<(SmallRng, Instant)>,
+}
+
+impl Stash {
+    fn new<P: Protocol>(worker: &mut Worker<'_, P>) -> Stash {
+        worker.set_stash_mode(P::PHASED);
+        Stash {
+            phased: P::PHASED,
+            pending: VecDeque::with_capacity(if P::PHASED { 1024 } else { 0 }),
+        }
+    }
+
+    /// Runs a stashed transaction if one may run now, else a new one.
+    fn run_one<P: Protocol, W: Workload>(
+        &mut self,
+        workload: &W,
+        th: &mut W::Thread,
+        worker: &mut Worker<'_, P>,
+    ) -> TxResult<()> {
+        if !self.phased {
+            return workload.run_one(th, worker);
+        }
+        let resumed = if !self.pending.is_empty() && worker.may_resume_stashed() {
+            self.pending.pop_front()
+        } else {
+            None
+        };
+        let saved = workload.rng(th).clone();
+        if let Some((rng, started)) = &resumed {
+            *workload.rng(th) = rng.clone();
+            worker.set_origin(Some(*started));
+        }
+        let before = workload.rng(th).clone();
+        let outcome = workload.run_one(th, worker);
+        worker.set_origin(None);
+        if resumed.is_some() {
+            *workload.rng(th) = saved;
+        }
+        let outcome = match outcome {
+            Err(TxError::Stashed) => {
+                let started = resumed.map_or_else(Instant::now, |(_, t)| t);
+                self.pending.push_back((before, started));
+                Ok(())
+            }
+            other => other,
+        };
+        worker.set_stash_pending(!self.pending.is_empty());
+        outcome
     }
 }

@@ -121,6 +121,10 @@ impl Workload for Incr {
         }
     }
 
+    fn rng<'a>(&self, thread: &'a mut IncrThread) -> &'a mut SmallRng {
+        &mut thread.rng
+    }
+
     fn thread(&self, index: usize, seed: u64) -> IncrThread {
         IncrThread {
             rng: SmallRng::seed_from_u64(seed ^ (index as u64 + 1).wrapping_mul(0x9e37_79b9)),

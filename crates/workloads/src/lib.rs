@@ -31,6 +31,11 @@ pub trait Workload: Sync {
     /// The generator state of thread `index`, seeded from `seed`.
     fn thread(&self, index: usize, seed: u64) -> Self::Thread;
 
+    /// The thread's random number generator. `run_one` must generate its transaction from it (and
+    /// the thread's fixed settings) alone: a copy taken before `run_one` then replays the same
+    /// transaction, which is how the driver reruns transactions a phased protocol stashed.
+    fn rng<'a>(&self, thread: &'a mut Self::Thread) -> &'a mut rand::rngs::SmallRng;
+
     /// Generates and runs one transaction on `worker`.
     fn run_one<P: Protocol>(
         &self,

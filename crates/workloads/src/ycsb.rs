@@ -239,6 +239,10 @@ impl Workload for Ycsb {
         }
     }
 
+    fn rng<'a>(&self, thread: &'a mut YcsbThread) -> &'a mut SmallRng {
+        &mut thread.rng
+    }
+
     fn thread(&self, index: usize, seed: u64) -> YcsbThread {
         let mut rng =
             SmallRng::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));

@@ -38,6 +38,8 @@ pub fn txn(id: u64, reads: Vec<ReadEvent>, writes: Vec<WriteEvent>) -> TxnEvent 
         worker: (id % 4) as u32,
         reads,
         writes,
+        split_ops: Vec::new(),
+        merges: Vec::new(),
     }
 }
 

@@ -217,6 +217,10 @@ impl Workload for Tpcc {
         load::load(db, &self.tables, self.cfg.warehouses, self.c_load);
     }
 
+    fn rng<'a>(&self, thread: &'a mut TpccThread) -> &'a mut SmallRng {
+        &mut thread.rng
+    }
+
     fn thread(&self, index: usize, seed: u64) -> TpccThread {
         let origin = self.threads.fetch_add(1, Ordering::Relaxed) + 1;
         TpccThread {

@@ -1,0 +1,335 @@
+//! Doppel's coordinator: conflict sampling in joined phases, the choice of split records, and the
+//! changes joined → split and split → reconciliation → joined.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use parking_lot::MutexGuard;
+use phasedb_storage::ColumnType;
+
+use super::reconcile;
+use super::split::{CoordState, MAX_SAMPLED, SplitEntry, SplitLabel};
+use super::{Doppel, JOINED, RECONCILE, SPLIT_PHASE};
+use crate::database::Database;
+use crate::phase;
+use crate::splittable::{self, OpKind};
+use crate::state::TxState;
+use crate::tid::{ABSENT, EPOCH_SHIFT, LOCK, SPLIT, TidWord, UNLINKED, tid};
+
+/// Records which of the aborted attempt's reads changed under it, with the splittable operation the
+/// attempt ran on that record, if any.
+pub(super) fn sample_conflict(st: &TxState<TidWord>, db: &Database<Doppel>) {
+    // SAFETY: called by the worker inside its own attempt, in a joined phase.
+    let slot = unsafe { db.shared.slot(st.slot) };
+    for r in &st.reads {
+        let table = db.table(r.table);
+        if r.rec.meta(table.layout(), r.group as usize).load() == r.observed {
+            continue;
+        }
+        let key = r.rec.key();
+        let op = st
+            .split_candidates
+            .iter()
+            .find(|c| {
+                c.0 == r.table
+                    && c.1 == key
+                    && table.schema().column(c.2 as usize).group == r.group as usize
+            })
+            .map(|c| (c.2, c.3));
+        let id = (r.table, key, r.group);
+        if slot.conflicts.len() >= MAX_SAMPLED && !slot.conflicts.contains_key(&id) {
+            continue;
+        }
+        let sample = slot.conflicts.entry(id).or_default();
+        sample.count += 1;
+        if op.is_some() {
+            sample.op = op;
+        } else {
+            slot.unsplittable += 1;
+        }
+    }
+}
+
+/// Whether operation `kind` can be split on a column of type `ty`.
+fn fits(kind: OpKind, ty: ColumnType) -> bool {
+    match kind {
+        OpKind::OPut => matches!(ty, ColumnType::Tuple(_)),
+        OpKind::TopKInsert => matches!(ty, ColumnType::TopK { .. }),
+        _ => matches!(ty, ColumnType::I64 | ColumnType::U64),
+    }
+}
+
+/// Moves to the next phase: joined → split, or split → reconciliation → joined. The caller holds
+/// the coordinator's role; `me` is the coordinating worker's state, if a worker coordinates.
+pub(super) fn change_phase(
+    db: &Database<Doppel>,
+    role: &MutexGuard<'_, ()>,
+    me: Option<&mut TxState<TidWord>>,
+) {
+    match phase::kind(db.phases.published()) {
+        JOINED => start_split(db, role, me),
+        _ => reconcile_and_join(db, role, me),
+    }
+}
+
+/// Stops every worker between transactions, chooses the split records from the joined phase's
+/// conflict samples, and releases the workers into a split phase (or back into a joined phase if
+/// nothing is worth splitting).
+fn start_split(
+    db: &Database<Doppel>,
+    role: &MutexGuard<'_, ()>,
+    mut me: Option<&mut TxState<TidWord>>,
+) {
+    let phases = &db.phases;
+    let p = phases.publish_and_wait(
+        role,
+        SPLIT_PHASE,
+        &db.activity,
+        me.as_ref().map(|m| m.slot),
+        |_| {},
+    );
+    let mut coord = db.shared.coord.lock();
+    let labels = choose_split(db, &mut coord);
+    let high = db.activity.high();
+    // SAFETY: every worker is stopped at the barrier (or claimed): the coordinator owns the shared
+    // split state until it releases them.
+    let entries = unsafe { db.shared.entries.get_mut() };
+    entries.clear();
+    let guard = phasedb_storage::pin();
+    let mut words = 0;
+    for label in labels {
+        let table = db.table(label.table);
+        let Some(col) = table.schema().columns().get(label.col as usize) else {
+            continue;
+        };
+        if !fits(label.kind, col.ty) {
+            continue;
+        }
+        let Some(rec) = table.get(label.key, &guard) else {
+            continue;
+        };
+        let meta = rec.meta(table.layout(), col.group);
+        let word = meta.load();
+        if word & (LOCK | ABSENT | UNLINKED | SPLIT) != 0 {
+            continue;
+        }
+        let n = splittable::slice_words(col.ty);
+        meta.0
+            .store(SPLIT | entries.len() as u64, Ordering::Release);
+        entries.push(SplitEntry {
+            label,
+            rec,
+            group: col.group as u8,
+            ty: col.ty,
+            slice: words,
+            words: n,
+            pre_word: word,
+        });
+        words += n;
+    }
+    let next = if entries.is_empty() {
+        coord.stats.skipped_splits += 1;
+        phases.next_word(JOINED)
+    } else {
+        for slot in 0..high {
+            // SAFETY: as above.
+            let s = unsafe { db.shared.slot(slot) };
+            s.slices.clear();
+            s.slices.resize(words, 0);
+            s.samples.clear();
+            s.samples.resize(entries.len(), Default::default());
+            s.stashed = 0;
+        }
+        let stats = &mut coord.stats;
+        stats.split_phases += 1;
+        stats.split = entries.iter().map(|e| e.label).collect();
+        stats.most_split = stats.most_split.max(entries.len());
+        for e in entries.iter() {
+            coord.ever.insert(e.label);
+        }
+        coord.stats.ever_split = coord.ever.len();
+        p
+    };
+    phases.release(role, next);
+    phases.schedule(db.config.phase_length);
+    if let Some(m) = me.as_deref_mut() {
+        m.phase = next;
+    }
+}
+
+/// The labels for the next split phase: manual labels, records that stay split, and the most
+/// conflicted records of the joined phase that ran a splittable operation. Clears the samples.
+fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel> {
+    let policy = &db.config.split;
+    let mut labels: Vec<SplitLabel> = db.shared.manual.lock().clone();
+    let merged = &mut coord.conflicts;
+    merged.clear();
+    for slot in 0..db.activity.high() {
+        // SAFETY: called at a barrier.
+        let s = unsafe { db.shared.slot(slot) };
+        for (id, sample) in s.conflicts.drain() {
+            let m = merged.entry(id).or_default();
+            m.count += sample.count;
+            if sample.op.is_some() {
+                m.op = sample.op;
+            }
+        }
+        s.unsplittable = 0;
+    }
+    let taken = |labels: &[SplitLabel], l: &SplitLabel| {
+        labels
+            .iter()
+            .any(|m| (m.table, m.key, m.col) == (l.table, l.key, l.col))
+    };
+    for l in std::mem::take(&mut coord.keep) {
+        if !taken(&labels, &l) {
+            labels.push(l);
+        }
+    }
+    if policy.auto {
+        let mut hot: Vec<(u64, SplitLabel)> = merged
+            .iter()
+            .filter(|(_, s)| s.count >= policy.min_conflicts)
+            .filter_map(|(&(table, key, _), s)| {
+                let (col, kind) = s.op?;
+                Some((
+                    s.count,
+                    SplitLabel {
+                        table,
+                        key,
+                        col,
+                        kind,
+                    },
+                ))
+            })
+            .collect();
+        hot.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, l) in hot {
+            if labels.len() >= policy.max_split {
+                break;
+            }
+            if !taken(&labels, &l) {
+                labels.push(l);
+            }
+        }
+    }
+    labels
+}
+
+/// Publishes the reconciliation phase, merges every worker's slices (each worker merges its own;
+/// the coordinator merges for idle ones), gives the split records back their TID words, decides
+/// which stay split, and releases everyone into the next joined phase.
+fn reconcile_and_join(
+    db: &Database<Doppel>,
+    role: &MutexGuard<'_, ()>,
+    mut me: Option<&mut TxState<TidWord>>,
+) {
+    let phases = &db.phases;
+    let split_phase = phases.published();
+    let me_slot = me.as_ref().map(|m| m.slot);
+    phases.publish_and_wait(role, RECONCILE, &db.activity, me_slot, |slot| {
+        reconcile::merge_slot(db, slot)
+    });
+    if let Some(slot) = me_slot {
+        reconcile::merge_slot(db, slot);
+    }
+    let mut coord_guard = db.shared.coord.lock();
+    let coord = &mut *coord_guard;
+    let policy = &db.config.split;
+    let high = db.activity.high();
+    // SAFETY: every worker is stopped at the barrier (or claimed).
+    let entries = unsafe { db.shared.entries.get_mut() };
+    let epoch = db.epoch.current();
+    for (i, e) in entries.iter().enumerate() {
+        let mut ops = 0;
+        let mut reads = 0;
+        let mut other = [0u64; 6];
+        for slot in 0..high {
+            // SAFETY: as above.
+            let s = unsafe { db.shared.slot(slot) };
+            if let Some(sample) = s.samples.get(i) {
+                ops += sample.ops;
+                reads += sample.reads;
+                for (o, x) in other.iter_mut().zip(sample.other) {
+                    *o += x;
+                }
+            }
+        }
+        coord.stats.slice_ops += ops;
+        let total = ops + reads + other.iter().sum::<u64>();
+        let manual = db
+            .shared
+            .manual
+            .lock()
+            .iter()
+            .any(|l| (l.table, l.key, l.col) == (e.label.table, e.label.key, e.label.col));
+        if !manual && policy.auto {
+            if ops >= policy.min_ops && ops as f64 >= policy.min_op_share * total as f64 {
+                coord.keep.push(e.label);
+            } else if let Some((k, &n)) = other.iter().enumerate().max_by_key(|(_, n)| **n) {
+                let kind = OpKind::ALL[k];
+                if n > ops && n >= policy.min_ops && fits(kind, e.ty) {
+                    coord.keep.push(SplitLabel { kind, ..e.label });
+                }
+            }
+        }
+        let layout = db.table(e.label.table).layout();
+        let new_tid = (tid(e.pre_word) + 1).max(epoch << EPOCH_SHIFT);
+        e.rec
+            .meta(layout, e.group as usize)
+            .0
+            .store(new_tid, Ordering::Release);
+        if db.config.record_history {
+            reconcile::record_merge(db, e, new_tid, phase::seq(split_phase));
+        }
+    }
+    for slot in 0..high {
+        // SAFETY: as above.
+        coord.stats.stashed += unsafe { db.shared.slot(slot) }.stashed;
+        unsafe { db.shared.slot(slot) }.stashed = 0;
+    }
+    coord.stats.hurried = db.shared.hurried.load(Ordering::Relaxed);
+    entries.clear();
+    let stays_split = !coord.keep.is_empty() || !db.shared.manual.lock().is_empty();
+    drop(coord_guard);
+    let next = phases.next_word(JOINED);
+    phases.release(role, next);
+    let length = db.config.phase_length;
+    phases.schedule(if stays_split {
+        length
+            .mul_f64(db.config.split.joined_share)
+            .max(Duration::from_micros(200))
+    } else {
+        length
+    });
+    if let Some(m) = me.as_deref_mut() {
+        m.phase = next;
+    }
+}
+
+/// Doppel's figures for reports.
+pub(super) fn report(db: &Database<Doppel>) -> Vec<(&'static str, String)> {
+    let stats = db.phase_stats();
+    let mut split: Vec<String> = stats
+        .split
+        .iter()
+        .take(8)
+        .map(|l| format!("{}/{}.{}:{}", l.table, l.key, l.col, l.kind.name()))
+        .collect();
+    if stats.split.len() > 8 {
+        split.push(format!("... ({} in all)", stats.split.len()));
+    }
+    vec![
+        ("split phases", stats.split_phases.to_string()),
+        (
+            "joined phases without a split",
+            stats.skipped_splits.to_string(),
+        ),
+        ("split phases hurried", stats.hurried.to_string()),
+        ("records split last", split.join(" ")),
+        ("most records split at once", stats.most_split.to_string()),
+        ("records ever split", stats.ever_split.to_string()),
+        ("operations on per-core slices", stats.slice_ops.to_string()),
+        ("transactions stashed", stats.stashed.to_string()),
+    ]
+}

@@ -1,0 +1,52 @@
+//! The knobs of Doppel's split decisions and phase lengths.
+
+/// How Doppel decides which records to split and how long phases last.
+#[derive(Clone, Debug)]
+pub struct SplitPolicy {
+    /// Split records automatically from conflict samples (manual labels apply either way).
+    pub auto: bool,
+    /// Conflicts on a record in one joined phase (over all workers) that make it split.
+    pub min_conflicts: u64,
+    /// Most records split at once.
+    pub max_split: usize,
+    /// A split record stays split while its selected operation is at least this share of the
+    /// accesses that reached it in a split phase (operations applied plus transactions stashed).
+    pub min_op_share: f64,
+    /// Fewest operations on a split record in one split phase for it to stay split.
+    pub min_ops: u64,
+    /// Transactions one worker may stash in a split phase before it hurries the next joined phase.
+    pub hurry_stashed: u64,
+    /// Length of the joined phase between two split phases, as a share of the phase length, while
+    /// records stay split (the joined phase runs stashed transactions and samples new conflicts).
+    pub joined_share: f64,
+}
+
+impl Default for SplitPolicy {
+    fn default() -> Self {
+        SplitPolicy {
+            auto: true,
+            min_conflicts: 8,
+            max_split: 64,
+            min_op_share: 0.3,
+            min_ops: 16,
+            hurry_stashed: 10_000,
+            joined_share: 0.1,
+        }
+    }
+}
+
+impl SplitPolicy {
+    /// Checks the settings, with a message fit for a command-line user.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.min_op_share) {
+            return Err("the split operation share must be between 0 and 1".into());
+        }
+        if !(self.joined_share > 0.0 && self.joined_share <= 1.0) {
+            return Err("the joined phase share must be in (0, 1]".into());
+        }
+        if self.max_split == 0 && self.auto {
+            return Err("automatic splitting needs room for at least one split record".into());
+        }
+        Ok(())
+    }
+}

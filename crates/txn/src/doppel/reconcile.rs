@@ -1,0 +1,89 @@
+//! The reconciliation phase: merging a worker's per-core slices into the split records.
+
+use std::sync::atomic::Ordering;
+
+use phasedb_check::{History, Item, MergeEvent, ReadEvent, TxnEvent, WriteEvent, WriteKind};
+
+use super::Doppel;
+use super::split::SplitEntry;
+use crate::database::Database;
+use crate::record::item;
+use crate::splittable;
+use crate::tid::{LOCK, tid};
+
+/// Merges the slices of activity slot `slot` into the split records and empties them. Each record
+/// is locked while its slice is merged, since workers merge in parallel; split-phase transactions
+/// still running elsewhere never touch the records themselves, only their own slices.
+pub(crate) fn merge_slot(db: &Database<Doppel>, slot: usize) {
+    // SAFETY: the slot's worker merges its own slot during its phase change, or the coordinator
+    // merges for it while it is claimed; the entries do not change before the next joined phase.
+    let (entries, s) = unsafe { (db.shared.entries(), db.shared.slot(slot)) };
+    if s.slices.is_empty() {
+        return;
+    }
+    for e in entries {
+        let slice = &mut s.slices[e.slice..e.slice + e.words];
+        if slice.iter().all(|&w| w == 0) {
+            continue;
+        }
+        merge_entry(db, e, slice, &mut s.merge_buf);
+        slice.fill(0);
+    }
+}
+
+fn merge_entry(db: &Database<Doppel>, e: &SplitEntry, slice: &[u64], buf: &mut Vec<u64>) {
+    let table = db.table(e.label.table);
+    let layout = table.layout();
+    let col = table.schema().column(e.label.col as usize);
+    let meta = e.rec.meta(layout, e.group as usize);
+    let word = loop {
+        let w = meta.load();
+        if meta.try_lock(w) {
+            break w;
+        }
+        std::hint::spin_loop();
+    };
+    let (first, last) = col.word_span();
+    let words = &e.rec.words(layout)[first..=last];
+    buf.clear();
+    buf.extend(words.iter().map(|w| w.load(Ordering::Relaxed)));
+    let start = col.offset - first * 8;
+    // SAFETY: `buf` holds plain words; viewing them as bytes is sound.
+    let bytes =
+        unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
+    splittable::slice_merge(
+        e.label.kind,
+        col.ty,
+        slice,
+        &mut bytes[start..start + col.ty.width()],
+    );
+    for (w, v) in words.iter().zip(buf.iter()) {
+        w.store(*v, Ordering::Relaxed);
+    }
+    debug_assert_eq!(word & LOCK, 0);
+    meta.publish(word);
+}
+
+/// Records the merge of split record `e` into version `version` as a transaction of its own: it
+/// reads the version before the split phase, writes the merged one, and absorbs the operations the
+/// split phase `phase` applied to the record's slices.
+pub(crate) fn record_merge(db: &Database<Doppel>, e: &SplitEntry, version: u64, phase: u64) {
+    let it: Item = item(e.label.table, e.group, e.label.key);
+    let ev = TxnEvent {
+        id: (1 << 62) | (phase << 20) | (e.slice as u64 & 0xfffff),
+        worker: u32::MAX,
+        reads: vec![ReadEvent {
+            item: it,
+            version: tid(e.pre_word),
+        }],
+        writes: vec![WriteEvent {
+            item: it,
+            version,
+            prev: tid(e.pre_word),
+            kind: WriteKind::Update,
+        }],
+        split_ops: Vec::new(),
+        merges: vec![MergeEvent { item: it, phase }],
+    };
+    db.deposit_history(History { txns: vec![ev] });
+}

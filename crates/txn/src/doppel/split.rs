@@ -1,0 +1,188 @@
+//! What Doppel shares between workers: the split records of the current split phase, each worker's
+//! per-core slices and samples, the manual labels and the coordinator's own state.
+
+use std::cell::UnsafeCell;
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+use phasedb_storage::{ColumnType, RecordPtr, TableId};
+use rustc_hash::FxHashMap;
+
+use crate::database::MAX_WORKERS;
+use crate::splittable::OpKind;
+use crate::tid::TidWord;
+
+/// "Split column `col` of row `key` of `table` for operation `kind`": what the coordinator decides,
+/// and what a manual label says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SplitLabel {
+    pub table: TableId,
+    pub key: u64,
+    pub col: u16,
+    pub kind: OpKind,
+}
+
+/// A record split in the current split phase. Its group's TID word holds [`crate::tid::SPLIT`] and
+/// the entry's index while the phase lasts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SplitEntry {
+    pub label: SplitLabel,
+    pub rec: RecordPtr<TidWord>,
+    pub group: u8,
+    pub ty: ColumnType,
+    /// Offset of the entry's slice in every worker's slice arena, and its length in words.
+    pub slice: usize,
+    pub words: usize,
+    /// The group's TID word before the split phase.
+    pub pre_word: u64,
+}
+
+/// What a worker saw of one split record during a split phase.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct EntrySample {
+    /// Operations applied to the worker's slice (committed).
+    pub ops: u64,
+    /// Transactions stashed because they read the record.
+    pub reads: u64,
+    /// Transactions stashed because they ran another splittable operation on it, by kind.
+    pub other: [u64; 6],
+}
+
+/// A conflict sample of a joined phase: how often a record's group made a transaction abort, and the
+/// splittable operation (column and kind) transactions ran on it, if any.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ConflictSample {
+    pub count: u64,
+    pub op: Option<(u16, OpKind)>,
+}
+
+/// Most distinct records a worker samples per joined phase.
+pub(crate) const MAX_SAMPLED: usize = 4096;
+
+/// One worker's part: its per-core slices and samples.
+#[derive(Default)]
+pub(crate) struct SlotState {
+    /// The per-core slices of every split entry, back to back.
+    pub slices: Vec<u64>,
+    /// Per split entry, this split phase's samples.
+    pub samples: Vec<EntrySample>,
+    /// Joined-phase conflicts by (table, key, group).
+    pub conflicts: FxHashMap<(TableId, u64, u8), ConflictSample>,
+    /// Joined-phase conflicts on records no splittable operation touched.
+    pub unsplittable: u64,
+    /// Transactions stashed in this split phase.
+    pub stashed: u64,
+    /// Column bytes being merged.
+    pub merge_buf: Vec<u64>,
+}
+
+/// A cell shared between workers whose accesses the phase mechanism orders: a worker's own
+/// [`SlotState`] is touched by that worker while it is inside a transaction or its own phase change,
+/// and by the coordinator only while every worker is stopped at a phase barrier or the slot is
+/// claimed; the split entries change only at barriers and are read only in split phases.
+pub(crate) struct PhaseCell<T>(UnsafeCell<T>);
+
+// SAFETY: see the type's documentation: the phase barrier (its SeqCst acknowledgements and release)
+// orders every access; no two threads touch a cell at once.
+unsafe impl<T: Send> Sync for PhaseCell<T> {}
+
+impl<T: Default> Default for PhaseCell<T> {
+    fn default() -> Self {
+        PhaseCell(UnsafeCell::new(T::default()))
+    }
+}
+
+impl<T> PhaseCell<T> {
+    /// # Safety
+    /// The caller is the cell's current owner under the phase rules above.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub unsafe fn get_mut(&self) -> &mut T {
+        unsafe { &mut *self.0.get() }
+    }
+
+    /// # Safety
+    /// No one changes the cell meanwhile under the phase rules above.
+    #[inline]
+    pub unsafe fn get(&self) -> &T {
+        unsafe { &*self.0.get() }
+    }
+}
+
+/// Figures about phases, kept by the coordinator.
+#[derive(Clone, Debug, Default)]
+pub struct PhaseStats {
+    /// Split phases run.
+    pub split_phases: u64,
+    /// Joined phases that ended without a split phase (nothing contended enough).
+    pub skipped_splits: u64,
+    /// Split phases ended early because too many transactions were stashed.
+    pub hurried: u64,
+    /// The records split in the latest split phase.
+    pub split: Vec<SplitLabel>,
+    /// The most records split in one phase.
+    pub most_split: usize,
+    /// Distinct records ever split.
+    pub ever_split: usize,
+    /// Operations applied to per-core slices.
+    pub slice_ops: u64,
+    /// Transactions stashed in split phases.
+    pub stashed: u64,
+}
+
+/// The coordinator's state between phases.
+#[derive(Default)]
+pub(crate) struct CoordState {
+    /// Labels that stay split into the next split phase.
+    pub keep: Vec<SplitLabel>,
+    /// Every label ever split.
+    pub ever: rustc_hash::FxHashSet<SplitLabel>,
+    pub stats: PhaseStats,
+    /// Reused buffer for aggregating conflict samples.
+    pub conflicts: FxHashMap<(TableId, u64, u8), ConflictSample>,
+}
+
+/// Doppel's database-wide state.
+pub struct DoppelShared {
+    pub(crate) entries: PhaseCell<Vec<SplitEntry>>,
+    pub(crate) slots: Box<[CachePadded<PhaseCell<SlotState>>]>,
+    pub(crate) manual: Mutex<Vec<SplitLabel>>,
+    pub(crate) coord: Mutex<CoordState>,
+    /// Split phases workers asked to end early.
+    pub(crate) hurried: std::sync::atomic::AtomicU64,
+}
+
+impl Default for DoppelShared {
+    fn default() -> Self {
+        DoppelShared {
+            entries: PhaseCell::default(),
+            slots: (0..MAX_WORKERS)
+                .map(|_| CachePadded::new(PhaseCell::default()))
+                .collect(),
+            manual: Mutex::new(Vec::new()),
+            coord: Mutex::new(CoordState::default()),
+            hurried: Default::default(),
+        }
+    }
+}
+
+impl DoppelShared {
+    /// The split entries (in a split phase, or by the coordinator at a barrier).
+    ///
+    /// # Safety
+    /// See [`PhaseCell`].
+    #[inline]
+    pub(crate) unsafe fn entries(&self) -> &[SplitEntry] {
+        unsafe { self.entries.get() }
+    }
+
+    /// A slot's state.
+    ///
+    /// # Safety
+    /// See [`PhaseCell`].
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub(crate) unsafe fn slot(&self, slot: usize) -> &mut SlotState {
+        unsafe { self.slots[slot].get_mut() }
+    }
+}
