@@ -109,7 +109,9 @@ fn split_edges(
     }
     for (pos, txn) in h.txns.iter().enumerate() {
         for r in &txn.reads {
-            if let Some(&node) = by_prev.get(&(r.item, r.version)) {
+            if let Some(&node) = by_prev.get(&(r.item, r.version))
+                && merges[node as usize - h.len()].merge != pos as u32
+            {
                 edges.push((pos as u32, node));
             }
         }

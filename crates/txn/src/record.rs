@@ -6,7 +6,7 @@ use phasedb_storage::TableId;
 use crate::database::Database;
 use crate::protocol::Protocol;
 use crate::state::{TxState, WriteKind};
-use crate::tid::tid;
+use crate::tid::{SPLIT, tid};
 
 /// The history item of column group `group` of row `key` in table `table`: each group is a register.
 pub fn item(table: TableId, group: u8, key: u64) -> Item {
@@ -33,6 +33,10 @@ pub(crate) fn record_commit<P: Protocol>(
         merges: Vec::new(),
     };
     for r in &st.reads {
+        if r.observed & SPLIT != 0 {
+            // Doppel: an insert found a split record present; split operations never change that.
+            continue;
+        }
         ev.reads.push(ReadEvent {
             item: item(r.table, r.group, r.rec.key()),
             version: tid(r.observed),

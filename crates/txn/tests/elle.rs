@@ -89,6 +89,7 @@ const MIXED: Mix = Mix {
     keys: 8,
     scans: false,
     yield_ratio: 0.05,
+    adds: 0.0,
 };
 
 fn occ_agrees_with_adya(fine: bool) {

@@ -14,6 +14,7 @@ const MIX: Mix = Mix {
     keys: 12,
     scans: true,
     yield_ratio: 0.0,
+    adds: 0.1,
 };
 
 fn assert_serializable<P: Protocol>(fine: bool) {

@@ -62,6 +62,10 @@ impl Protocol for Doppel {
         let meta = rec.meta(layout, g);
         let word = meta.load();
         if word & SPLIT != 0 {
+            if words == 0 {
+                // An existence check: split records exist, and it reads no split data.
+                return Ok(word);
+            }
             return Err(stash(st, db, word, None));
         }
         let out = &mut st.row[first..first + words];
@@ -237,6 +241,14 @@ fn stash(
 fn apply_to_slices(st: &TxState<TidWord>, db: &Database<Doppel>) {
     // SAFETY: the worker is inside its own split-phase transaction.
     let (entries, slot) = unsafe { (db.shared.entries(), db.shared.slot(st.slot)) };
+    if slot.samples.len() < entries.len() {
+        // The worker's slot was handed out after the split phase began.
+        let words = entries.last().map_or(0, |e| e.slice + e.words);
+        slot.slices.clear();
+        slot.slices.resize(words, 0);
+        slot.samples.clear();
+        slot.samples.resize(entries.len(), Default::default());
+    }
     for w in &st.split_writes {
         let e = &entries[w.entry as usize];
         let value = &st.split_bytes[w.bytes.clone()];

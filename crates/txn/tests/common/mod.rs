@@ -22,10 +22,25 @@ pub fn seeds(default: &[u64]) -> Vec<u64> {
 /// A recording database with one ordered table `kv` of two u64 columns (in two column groups when
 /// `fine`), keys `0..keys` loaded every `load_every`.
 pub fn open<P: Protocol>(fine: bool, keys: u64, load_every: usize) -> (Database<P>, TableId) {
-    let mut db = Database::<P>::open(Config {
-        record_history: true,
-        ..Config::default()
-    });
+    open_with(
+        Config {
+            record_history: true,
+            ..Config::default()
+        },
+        fine,
+        keys,
+        load_every,
+    )
+}
+
+/// As [`open`], with the configuration `config`.
+pub fn open_with<P: Protocol>(
+    config: Config,
+    fine: bool,
+    keys: u64,
+    load_every: usize,
+) -> (Database<P>, TableId) {
+    let mut db = Database::<P>::open(config);
     let schema = Schema::builder()
         .column("a", ColumnType::U64, 0)
         .column("b", ColumnType::U64, if fine { 1 } else { 0 })
@@ -46,6 +61,8 @@ pub struct Mix {
     pub scans: bool,
     /// Chance, per operation, of giving the core away so transactions interleave even on two cores.
     pub yield_ratio: f64,
+    /// Share of operations that are splittable increments of column `a` (`Tx::add`).
+    pub adds: f64,
 }
 
 /// One to five random operations, and rarely a user abort.
@@ -60,6 +77,12 @@ pub fn random_txn<P: Protocol>(
             std::thread::yield_now();
         }
         let key = rng.random_range(0..mix.keys);
+        if rng.random_bool(mix.adds) {
+            // Keys are skewed towards 0 so some become hot enough to split.
+            let hot = key.min(rng.random_range(0..3));
+            tx.add(t, hot, 0, 1)?;
+            continue;
+        }
         let col = rng.random_range(0..2usize);
         let mut op = rng.random_range(0..100);
         if !mix.scans && (85..98).contains(&op) {
@@ -114,11 +137,23 @@ pub fn run<P: Protocol>(
     mix: Mix,
 ) -> (History, u64) {
     let (db, t) = open::<P>(fine, mix.keys, 2);
+    run_on(&db, t, seed, threads, txns, mix)
+}
+
+/// As [`run`], on a database already opened with [`open_with`].
+pub fn run_on<P: Protocol>(
+    db: &Database<P>,
+    t: TableId,
+    seed: u64,
+    threads: usize,
+    txns: usize,
+    mix: Mix,
+) -> (History, u64) {
     let start = Barrier::new(threads);
     let conflicts = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|i| {
-                let (db, start) = (&db, &start);
+                let start = &start;
                 s.spawn(move || {
                     let mut rng =
                         SmallRng::seed_from_u64(seed.wrapping_mul(1000).wrapping_add(i as u64));
@@ -146,5 +181,6 @@ pub fn run<P: Protocol>(
             .map(|h| h.join().expect("worker panicked"))
             .sum()
     });
+    db.settle();
     (db.take_history(), conflicts)
 }
