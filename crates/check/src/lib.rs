@@ -11,6 +11,7 @@ pub mod elle;
 mod graph;
 pub mod history;
 mod index;
+pub mod read_atomic;
 pub mod serializability;
 
 pub use anomaly::{Anomaly, Cycle, CycleEdge, EdgeKind};

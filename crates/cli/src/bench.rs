@@ -86,6 +86,8 @@ pub struct BenchArgs {
     workload: WorkloadArgs,
     #[command(flatten)]
     common: Common,
+    #[command(flatten)]
+    cluster: crate::cluster::bench::ClusterArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -191,6 +193,19 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
 /// Runs `phasedb bench`; returns the process exit code.
 pub fn run(args: BenchArgs) -> i32 {
     let c = &args.common;
+    if args.cluster.cluster.is_some() || args.cluster.connect.is_some() {
+        let WorkloadArgs::Ycsb(y) = &args.workload else {
+            return fail("--cluster and --connect run the ycsb workload only");
+        };
+        let shape = crate::cluster::bench::Shape {
+            rows: y.rows,
+            ops: y.ops,
+            read_ratio: y.read_ratio,
+            theta: y.theta,
+            value_size: y.column_size,
+        };
+        return crate::cluster::bench::run(&args.cluster, c, shape);
+    }
     let threads = c
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

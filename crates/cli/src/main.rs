@@ -1,6 +1,7 @@
 //! `phasedb`: runs benchmarks on the embedded engine.
 
 mod bench;
+mod cluster;
 mod experiment;
 mod report;
 
@@ -23,6 +24,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run one of the seeds' experiments (a sweep) and write its CSV, SVG plot and report.
     Experiment(experiment::ExperimentArgs),
+    /// Run one cluster member (`--config cluster.toml --id N`) until SIGINT or SIGTERM.
+    Node(cluster::node::NodeArgs),
 }
 
 fn main() {
@@ -30,6 +33,7 @@ fn main() {
     let code = match cli.command {
         Command::Bench(args) => bench::run(args),
         Command::Experiment(args) => experiment::run(args),
+        Command::Node(args) => cluster::node::run(args),
     };
     std::process::exit(code);
 }

@@ -1,0 +1,192 @@
+//! `phasedb bench ycsb --cluster N`: starts N node processes on 127.0.0.1 (or uses `--connect FILE`),
+//! runs closed-loop clients against them and reports like the single-node bench.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use phasedb_dist::Algorithm;
+use phasedb_dist::bench::launch::ProcessCluster;
+use phasedb_dist::bench::workload::YcsbRamp;
+use phasedb_dist::bench::{BenchConfig, BenchReport};
+use phasedb_net::ClusterConfig;
+use phasedb_net::config::{NetSettings, ServerSettings};
+
+use crate::bench::Common;
+
+fn algorithm_names() -> Vec<&'static str> {
+    Algorithm::ALL.iter().map(|a| a.name()).collect()
+}
+
+/// Flags of the cluster benchmark.
+#[derive(Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// Run against a cluster of N `phasedb node` processes started on 127.0.0.1 (ycsb only).
+    #[arg(long, global = true)]
+    pub cluster: Option<usize>,
+    /// Run against an already running cluster described by this file instead of starting one.
+    #[arg(long, global = true, conflicts_with = "cluster")]
+    pub connect: Option<PathBuf>,
+    /// Distributed algorithm.
+    #[arg(long, global = true, default_value = "ramp-f", value_parser = clap::builder::PossibleValuesParser::new(algorithm_names()))]
+    pub algorithm: String,
+    /// Concurrent closed-loop clients.
+    #[arg(long, global = true, default_value_t = 64)]
+    pub clients: usize,
+    /// RAMP-H Bloom filter size in bits.
+    #[arg(long, global = true, default_value_t = 256)]
+    pub bloom_bits: usize,
+    /// RAMP-H Bloom filter hash functions.
+    #[arg(long, global = true, default_value_t = 4)]
+    pub bloom_hashes: u8,
+    /// One-way delay injected into every message, in microseconds.
+    #[arg(long, global = true, default_value_t = 0)]
+    pub delay_us: u64,
+    /// Milliseconds an overwritten version stays readable before GC.
+    #[arg(long, global = true, default_value_t = 5000)]
+    pub gc_window_ms: u64,
+    /// Milliseconds before a prepared write without COMMIT is finished by CTP.
+    #[arg(long, global = true, default_value_t = 1000)]
+    pub ctp_timeout_ms: u64,
+    /// Share of RAMP writes that skip COMMIT so CTP must finish them (the paper's §5.3).
+    #[arg(long, global = true, default_value_t = 0.0)]
+    pub skip_commit: f64,
+}
+
+/// The YCSB flags of `phasedb bench ycsb` that the cluster benchmark honours.
+pub struct Shape {
+    /// `--rows`: items.
+    pub rows: Option<u64>,
+    /// `--ops`: items per transaction.
+    pub ops: Option<usize>,
+    /// `--read-ratio`: share of read-only transactions.
+    pub read_ratio: Option<f64>,
+    /// `--theta`: zipfian skew.
+    pub theta: Option<f64>,
+    /// `--column-size`: bytes per value.
+    pub value_size: Option<usize>,
+}
+
+fn fail(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("error: {msg}");
+    2
+}
+
+/// Runs the cluster benchmark; returns the process exit code.
+pub fn run(args: &ClusterArgs, c: &Common, shape: Shape) -> i32 {
+    let algorithm = Algorithm::parse(&args.algorithm).expect("clap checked the algorithm");
+    let defaults = YcsbRamp::default();
+    let workload = YcsbRamp {
+        items: shape.rows.unwrap_or(defaults.items),
+        ops: shape.ops.unwrap_or(defaults.ops),
+        read_ratio: shape.read_ratio.unwrap_or(defaults.read_ratio),
+        theta: shape.theta.unwrap_or(defaults.theta),
+        value_size: shape.value_size.unwrap_or(defaults.value_size),
+        read_write_ratio: 0.0,
+    };
+    for (name, v) in [("--duration", c.duration), ("--warmup", c.warmup)] {
+        if !v.is_finite() || !(0.0..=86_400.0).contains(&v) {
+            return fail(format!(
+                "{name} must be a number of seconds between 0 and 86400"
+            ));
+        }
+    }
+    if !(0.0..=1.0).contains(&args.skip_commit) {
+        return fail("--skip-commit must be between 0 and 1");
+    }
+    let bench = BenchConfig {
+        algorithm,
+        clients: args.clients,
+        threads: c.threads.unwrap_or(1),
+        warmup: Duration::from_secs_f64(c.warmup),
+        duration: Duration::from_secs_f64(c.duration),
+        seed: c.seed,
+        workload,
+        bloom_bits: args.bloom_bits,
+        bloom_hashes: args.bloom_hashes,
+        verify: c.verify,
+        skip_commit: args.skip_commit,
+    };
+    if let Err(e) = bench.validate() {
+        return fail(e);
+    }
+    let server = ServerSettings {
+        gc_window_ms: args.gc_window_ms,
+        ctp_timeout_ms: args.ctp_timeout_ms,
+        ..ServerSettings::default()
+    };
+    let net = NetSettings {
+        delay_us: args.delay_us,
+    };
+    let (config, processes) = match (&args.connect, args.cluster) {
+        (Some(path), _) => match ClusterConfig::load(path) {
+            Ok(cfg) => (cfg, None),
+            Err(e) => return fail(e),
+        },
+        (None, Some(n)) => {
+            let binary = match std::env::current_exe() {
+                Ok(b) => b,
+                Err(e) => return fail(format!("cannot find the phasedb binary: {e}")),
+            };
+            match ProcessCluster::start(&binary, n, server, net) {
+                Ok(p) => (p.config.clone(), Some(p)),
+                Err(e) => return fail(e),
+            }
+        }
+        (None, None) => return fail("--cluster N or --connect FILE is required"),
+    };
+    let report = with_progress(&config, &bench);
+    let clean = processes.map(|p| (p.config.nodes.len(), p.stop(Duration::from_secs(5))));
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if c.json {
+        println!("{}", super::report::json(&report, &bench, &config));
+    } else {
+        print!("{}", super::report::table(&report, &bench, &config));
+    }
+    if let Some((n, clean)) = clean
+        && clean < n
+    {
+        eprintln!(
+            "warning: {} of {n} nodes did not shut down cleanly",
+            n - clean
+        );
+    }
+    match &report.verified {
+        Some(Err(_)) => 1,
+        _ => 0,
+    }
+}
+
+fn with_progress(config: &ClusterConfig, bench: &BenchConfig) -> Result<BenchReport, String> {
+    let total_ms = (bench.warmup + bench.duration).as_millis() as u64;
+    let bar = ProgressBar::new(total_ms.max(1));
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {prefix} [{bar:30}] {elapsed}/{duration} {msg}")
+            .expect("valid progress template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(format!(
+        "ycsb on {} with {} nodes",
+        bench.algorithm.name(),
+        config.nodes.len()
+    ));
+    let mut last = (Duration::ZERO, 0u64);
+    let warmup = bench.warmup;
+    let result = phasedb_dist::bench::run(config, bench, |elapsed, finished| {
+        bar.set_position(elapsed.as_millis() as u64);
+        let rate = (finished - last.1) as f64 / (elapsed - last.0).as_secs_f64().max(1e-9);
+        let phase = if elapsed < warmup {
+            "warm-up"
+        } else {
+            "measuring"
+        };
+        bar.set_message(format!("{phase}, {rate:.0} txn/s"));
+        last = (elapsed, finished);
+    });
+    bar.finish_and_clear();
+    result
+}

@@ -1,0 +1,92 @@
+//! `phasedb node --config cluster.toml --id N`: runs one cluster member until SIGINT or SIGTERM.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use phasedb_net::ClusterConfig;
+
+/// `phasedb node` arguments.
+#[derive(Args, Debug)]
+pub struct NodeArgs {
+    /// The cluster file (nodes, addresses, partition placement, server settings).
+    #[arg(long)]
+    config: PathBuf,
+    /// This node's id in the cluster file.
+    #[arg(long)]
+    id: u32,
+    /// Print nothing but errors.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Runs `phasedb node`; returns the process exit code.
+pub fn run(args: NodeArgs) -> i32 {
+    let cfg = match ClusterConfig::load(&args.config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let Some(me) = cfg.node(args.id).cloned() else {
+        eprintln!(
+            "error: node {} is not in {} (it has nodes 0..{})",
+            args.id,
+            args.config.display(),
+            cfg.nodes.len() - 1
+        );
+        return 2;
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let result = rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let shutdown = async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        };
+        if !args.quiet {
+            eprintln!(
+                "node {} serving partitions {:?} on {} ({} nodes, {} partitions)",
+                me.id,
+                me.partitions,
+                me.addr,
+                cfg.nodes.len(),
+                cfg.partitions
+            );
+        }
+        phasedb_dist::node::serve(&cfg, args.id, shutdown).await
+    });
+    match result {
+        Ok(stats) => {
+            if !args.quiet {
+                eprintln!(
+                    "node {} stopped cleanly: {} versions held, {} collected, {} pending, {} committed by CTP, {} aborted by CTP",
+                    me.id,
+                    stats.store.versions,
+                    stats.store.collected,
+                    stats.pending,
+                    stats.ctp_commits,
+                    stats.ctp_aborts
+                );
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("error: node {} cannot serve on {}: {e}", me.id, me.addr);
+            1
+        }
+    }
+}

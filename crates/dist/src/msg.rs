@@ -1,0 +1,378 @@
+//! The messages of every distributed algorithm, and the types they carry.
+
+use serde::{Deserialize, Serialize};
+
+use crate::bloom::Bloom;
+use phasedb_net::Addr;
+
+/// An item id; items are hash-partitioned by it.
+pub type Key = u64;
+/// A transaction timestamp: unique per transaction (client id and sequence number, see [`crate::ts`]).
+pub type Ts = u64;
+/// An item's value; `None` in a result is the initial null value.
+pub type Value = Vec<u8>;
+
+/// Metadata a writer attaches to each version so readers can detect fractured reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Meta {
+    /// RAMP-S and the baselines: the timestamp alone.
+    None,
+    /// RAMP-F: the transaction's whole write set.
+    WriteSet(Vec<Key>),
+    /// RAMP-H: a Bloom filter over the write set.
+    Bloom(Bloom),
+}
+
+/// Which version of an item a GET asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GetMode {
+    /// The version at lastCommit, with value and metadata (RAMP-F/H first round, NWNR, LWNR).
+    Latest,
+    /// Only lastCommit's timestamp (RAMP-S first round).
+    LatestTs,
+    /// The version with exactly this timestamp (RAMP-F second round).
+    Exact(Ts),
+    /// The highest-timestamped version whose timestamp is in the set (RAMP-S/H second round).
+    InSet(Vec<Ts>),
+    /// E-PCI: the newest version whose commit time is at most this read timestamp.
+    AtTime(u64),
+}
+
+/// One item's answer to a GET.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReadResult {
+    /// A version (ts 0 with an empty value is the initial null).
+    Found {
+        /// The item.
+        key: Key,
+        /// The version's timestamp.
+        ts: Ts,
+        /// E-PCI commit time (0 for the others).
+        ctime: u64,
+        /// The value (empty for [`GetMode::LatestTs`]).
+        value: Value,
+        /// The writer's metadata.
+        meta: Meta,
+    },
+    /// No version matches (a Bloom false positive in RAMP-H).
+    Missing {
+        /// The item.
+        key: Key,
+    },
+    /// The requested version may have been garbage-collected: the reader must restart.
+    Gone {
+        /// The item.
+        key: Key,
+    },
+}
+
+impl ReadResult {
+    /// The item this result is about.
+    pub fn key(&self) -> Key {
+        match self {
+            ReadResult::Found { key, .. }
+            | ReadResult::Missing { key }
+            | ReadResult::Gone { key } => *key,
+        }
+    }
+}
+
+/// A lock mode of the lock-based baselines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LockMode {
+    /// Shared, held until the transaction ends (LWLR).
+    Read,
+    /// Shared, released as soon as the item is read (LWSR).
+    ShortRead,
+    /// Exclusive, held until the transaction's writes are installed.
+    Write,
+}
+
+/// What a participant knows about a transaction (cooperative termination).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnStatus {
+    /// Prepared here, no decision yet.
+    Prepared,
+    /// Committed here.
+    Committed,
+    /// Aborted here, or never prepared and now promised never to be.
+    Aborted,
+}
+
+/// The algorithms a client can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Algorithm {
+    /// RAMP-Fast: write-set metadata, one read round without races.
+    RampFast,
+    /// RAMP-Small: timestamp-only metadata, always two read rounds.
+    RampSmall,
+    /// RAMP-Hybrid: Bloom-filter metadata.
+    RampHybrid,
+    /// No concurrency control: one round for reads and writes.
+    Nwnr,
+    /// Long write locks, no read locks (Read Uncommitted).
+    Lwnr,
+    /// Long write locks, short read locks (Read Committed).
+    Lwsr,
+    /// Long write locks, long read locks (Repeatable Read; gives RA).
+    Lwlr,
+    /// Eiger-style 2PC with coordinator commit checks.
+    Epci,
+}
+
+impl Algorithm {
+    /// Every algorithm, in report order.
+    pub const ALL: [Algorithm; 8] = [
+        Algorithm::RampFast,
+        Algorithm::RampSmall,
+        Algorithm::RampHybrid,
+        Algorithm::Nwnr,
+        Algorithm::Lwnr,
+        Algorithm::Lwsr,
+        Algorithm::Lwlr,
+        Algorithm::Epci,
+    ];
+
+    /// The short name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::RampFast => "ramp-f",
+            Algorithm::RampSmall => "ramp-s",
+            Algorithm::RampHybrid => "ramp-h",
+            Algorithm::Nwnr => "nwnr",
+            Algorithm::Lwnr => "lwnr",
+            Algorithm::Lwsr => "lwsr",
+            Algorithm::Lwlr => "lwlr",
+            Algorithm::Epci => "e-pci",
+        }
+    }
+
+    /// Parses a name from [`Algorithm::name`].
+    pub fn parse(s: &str) -> Option<Algorithm> {
+        Algorithm::ALL.into_iter().find(|a| a.name() == s)
+    }
+
+    /// True for RAMP-F/S/H.
+    pub fn is_ramp(self) -> bool {
+        matches!(
+            self,
+            Algorithm::RampFast | Algorithm::RampSmall | Algorithm::RampHybrid
+        )
+    }
+
+    /// True for the algorithms that guarantee Read Atomic isolation.
+    pub fn is_read_atomic(self) -> bool {
+        self.is_ramp() || matches!(self, Algorithm::Lwlr | Algorithm::Epci)
+    }
+}
+
+/// A transaction: items to read (pre-declared) and writes to install after the reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnSpec {
+    /// Items read first, as one GET_ALL.
+    pub reads: Vec<Key>,
+    /// Writes installed after the reads, as one PUT_ALL.
+    pub writes: Vec<(Key, Value)>,
+}
+
+/// One item as a transaction read it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadValue {
+    /// The item.
+    pub key: Key,
+    /// The version's timestamp (0: the initial null).
+    pub ts: Ts,
+    /// E-PCI commit time of the version (0 for the others).
+    pub ctime: u64,
+    /// The value.
+    pub value: Value,
+}
+
+/// A finished transaction.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// False when a participant refused the PREPARE (CTP had aborted the timestamp): nothing became visible.
+    pub committed: bool,
+    /// The write timestamp, when the transaction wrote.
+    pub ts: Option<Ts>,
+    /// E-PCI commit time of the writes (0 for the others).
+    pub ctime: u64,
+    /// What was read, in the order of [`TxnSpec::reads`].
+    pub reads: Vec<ReadValue>,
+    /// Rounds of GET the reads took (the last attempt).
+    pub read_rounds: u8,
+    /// Read attempts restarted because a version was garbage-collected.
+    pub restarts: u32,
+}
+
+/// Every message of the cluster protocols. `rid` routes a reply to the client that asked.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Msg {
+    /// Place a transaction's writes on a partition, not yet visible (RAMP, E-PCI).
+    Prepare {
+        /// Request id.
+        rid: u64,
+        /// The transaction's timestamp.
+        ts: Ts,
+        /// This partition's writes.
+        writes: Vec<(Key, Value)>,
+        /// Metadata stored with each version.
+        meta: Meta,
+        /// Every server holding a write of the transaction (for CTP).
+        participants: Vec<Addr>,
+        /// E-PCI's coordinator (None for RAMP).
+        coordinator: Option<Addr>,
+    },
+    /// PREPARE's answer; `ok` is false when the timestamp was already aborted by CTP.
+    PrepareAck {
+        /// Request id.
+        rid: u64,
+        /// Whether the versions are in place.
+        ok: bool,
+        /// E-PCI: the server's logical clock at PREPARE; the commit time must exceed it.
+        clock: u64,
+    },
+    /// Make a prepared transaction visible.
+    Commit {
+        /// Request id.
+        rid: u64,
+        /// The transaction.
+        ts: Ts,
+        /// E-PCI: the highest PREPARE clock; the coordinator commits after it (0 for RAMP).
+        after: u64,
+    },
+    /// COMMIT's answer, with the commit time under E-PCI.
+    CommitAck {
+        /// Request id.
+        rid: u64,
+        /// E-PCI commit time (0 for RAMP).
+        ctime: u64,
+    },
+    /// Read some items of one partition.
+    Get {
+        /// Request id.
+        rid: u64,
+        /// Items and which version of each.
+        reads: Vec<(Key, GetMode)>,
+    },
+    /// GET's answer, one result per item in request order.
+    GetReply {
+        /// Request id.
+        rid: u64,
+        /// The results.
+        results: Vec<ReadResult>,
+        /// E-PCI: the server's logical clock, to advance the client's.
+        clock: u64,
+    },
+    /// Install committed writes in one round (NWNR; lock baselines, which also release `unlock`).
+    Put {
+        /// Request id.
+        rid: u64,
+        /// The transaction.
+        ts: Ts,
+        /// This partition's writes.
+        writes: Vec<(Key, Value)>,
+        /// Items whose locks held by `owner` are released after installing.
+        unlock: Vec<Key>,
+        /// The lock owner (the transaction's lock id; `ts` is chosen after the locks are held).
+        owner: Ts,
+    },
+    /// PUT's answer.
+    PutAck {
+        /// Request id.
+        rid: u64,
+    },
+    /// Acquire a lock (lock baselines); answered by [`Msg::LockGranted`] once granted.
+    Lock {
+        /// Request id.
+        rid: u64,
+        /// The item.
+        key: Key,
+        /// Mode.
+        mode: LockMode,
+        /// The transaction.
+        owner: Ts,
+    },
+    /// A granted lock, with the item's committed version.
+    LockGranted {
+        /// Request id.
+        rid: u64,
+        /// The item's version when the lock was granted.
+        result: ReadResult,
+    },
+    /// Release locks without writing.
+    Unlock {
+        /// The items.
+        keys: Vec<Key>,
+        /// The transaction.
+        owner: Ts,
+    },
+    /// CTP: what do you know of `ts`? (server to server)
+    Status {
+        /// The transaction.
+        ts: Ts,
+    },
+    /// CTP answer.
+    StatusReply {
+        /// The transaction.
+        ts: Ts,
+        /// What the sender knows.
+        status: TxnStatus,
+        /// The commit time when committed under E-PCI.
+        ctime: u64,
+    },
+    /// E-PCI coordinator to cohort: the transaction committed at `ctime`.
+    CommitAt {
+        /// The transaction.
+        ts: Ts,
+        /// Its commit time.
+        ctime: u64,
+    },
+    /// E-PCI commit check: has `ts` committed at or before `read_ts`?
+    CheckCommit {
+        /// The transaction.
+        ts: Ts,
+        /// The reader's timestamp; the coordinator will commit only after it if it has not yet.
+        read_ts: u64,
+    },
+    /// E-PCI commit check answer: the commit time, or None while undecided.
+    CheckReply {
+        /// The transaction.
+        ts: Ts,
+        /// Its commit time, if committed.
+        ctime: Option<u64>,
+        /// The read timestamp the answer covers (the coordinator promised to commit after it).
+        read_ts: u64,
+    },
+    /// Ask a server to run a whole transaction on the client's behalf.
+    Run {
+        /// Request id.
+        rid: u64,
+        /// The algorithm.
+        algorithm: Algorithm,
+        /// The transaction.
+        txn: TxnSpec,
+    },
+    /// The proxied transaction's result.
+    RunReply {
+        /// Request id.
+        rid: u64,
+        /// Its outcome, or why it could not run.
+        outcome: Result<Outcome, String>,
+    },
+}
+
+impl Msg {
+    /// The request id of a reply to a client, if this is one.
+    pub fn reply_rid(&self) -> Option<u64> {
+        match self {
+            Msg::PrepareAck { rid, .. }
+            | Msg::CommitAck { rid, .. }
+            | Msg::GetReply { rid, .. }
+            | Msg::PutAck { rid }
+            | Msg::LockGranted { rid, .. }
+            | Msg::RunReply { rid, .. } => Some(*rid),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! RAMP-Fast, RAMP-Small and RAMP-Hybrid client logic (Algorithms 1–3): what metadata a writer
+//! attaches, and which second-round reads repair a fractured first round.
+
+pub mod client;

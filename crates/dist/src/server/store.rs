@@ -1,0 +1,338 @@
+//! A partition's multi-version store: versions by timestamp, lastCommit per item, prepared versions,
+//! and garbage collection of overwritten versions after a fixed window (paper §4.5).
+
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
+
+use crate::msg::{Key, Meta, ReadResult, Ts, Value};
+
+/// Whether a version is visible to first-round reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// PREPAREd, its transaction not yet committed here.
+    Prepared,
+    /// Committed (it may since have been overwritten by a higher one).
+    Committed,
+}
+
+#[derive(Clone, Debug)]
+struct Version {
+    ts: Ts,
+    ctime: u64,
+    value: Value,
+    meta: Meta,
+    state: State,
+}
+
+impl Version {
+    /// The version order: commit time (E-PCI only; 0 otherwise), then timestamp.
+    fn order(&self) -> (u64, Ts) {
+        (self.ctime, self.ts)
+    }
+
+    fn found(&self, key: Key, with_value: bool) -> ReadResult {
+        ReadResult::Found {
+            key,
+            ts: self.ts,
+            ctime: self.ctime,
+            value: if with_value {
+                self.value.clone()
+            } else {
+                Vec::new()
+            },
+            meta: if with_value {
+                self.meta.clone()
+            } else {
+                Meta::None
+            },
+        }
+    }
+}
+
+#[derive(Default, Debug)]
+struct Item {
+    versions: Vec<Version>,
+    /// Index into `versions` of lastCommit, the highest committed version.
+    last: Option<usize>,
+    /// The highest timestamp and commit time garbage-collected from this item.
+    gc_floor: (u64, Ts),
+}
+
+impl Item {
+    fn find(&self, ts: Ts) -> Option<usize> {
+        self.versions.iter().position(|v| v.ts == ts)
+    }
+
+    fn last_order(&self) -> (u64, Ts) {
+        self.last.map_or((0, 0), |i| self.versions[i].order())
+    }
+}
+
+fn null(key: Key) -> ReadResult {
+    ReadResult::Found {
+        key,
+        ts: 0,
+        ctime: 0,
+        value: Vec::new(),
+        meta: Meta::None,
+    }
+}
+
+/// Counters of a store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Versions held now (prepared, committed and overwritten).
+    pub versions: usize,
+    /// Versions removed by GC so far.
+    pub collected: u64,
+}
+
+/// The versions of every item of one server.
+pub struct Store {
+    items: FxHashMap<Key, Item>,
+    overwritten: VecDeque<(u64, Key, Ts)>,
+    gc_window: u64,
+    stats: StoreStats,
+}
+
+impl Store {
+    /// An empty store whose overwritten versions live `gc_window` ns.
+    pub fn new(gc_window: u64) -> Store {
+        Store {
+            items: FxHashMap::default(),
+            overwritten: VecDeque::new(),
+            gc_window,
+            stats: StoreStats::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> StoreStats {
+        self.stats
+    }
+
+    /// Number of items ever written.
+    pub fn items(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Adds a prepared version (a duplicate PREPARE changes nothing).
+    pub fn prepare(&mut self, key: Key, ts: Ts, value: Value, meta: Meta) {
+        let item = self.items.entry(key).or_default();
+        if item.find(ts).is_some() {
+            return;
+        }
+        item.versions.push(Version {
+            ts,
+            ctime: 0,
+            value,
+            meta,
+            state: State::Prepared,
+        });
+        self.stats.versions += 1;
+    }
+
+    /// Commits version `ts` of `key` at commit time `ctime`; lastCommit moves if it is higher.
+    /// Returns false if there is no such version.
+    pub fn commit(&mut self, key: Key, ts: Ts, ctime: u64, now: u64) -> bool {
+        let Some(item) = self.items.get_mut(&key) else {
+            return false;
+        };
+        let Some(i) = item.find(ts) else {
+            return false;
+        };
+        if item.versions[i].state == State::Committed {
+            return true;
+        }
+        item.versions[i].state = State::Committed;
+        item.versions[i].ctime = ctime;
+        if item.versions[i].order() > item.last_order() {
+            if let Some(old) = item.last {
+                self.overwritten
+                    .push_back((now, key, item.versions[old].ts));
+            }
+            item.last = Some(i);
+        } else {
+            self.overwritten.push_back((now, key, ts));
+        }
+        true
+    }
+
+    /// Installs an already committed version in one step (NWNR and the lock baselines).
+    pub fn put(&mut self, key: Key, ts: Ts, value: Value, now: u64) {
+        self.prepare(key, ts, value, Meta::None);
+        self.commit(key, ts, 0, now);
+    }
+
+    /// Removes a prepared version of an aborted transaction.
+    pub fn discard(&mut self, key: Key, ts: Ts) {
+        if let Some(item) = self.items.get_mut(&key)
+            && let Some(i) = item.find(ts)
+            && item.versions[i].state == State::Prepared
+        {
+            remove_version(item, i);
+            self.stats.versions -= 1;
+        }
+    }
+
+    /// The version at lastCommit (the null version if none), with value and metadata or the timestamp only.
+    pub fn latest(&self, key: Key, with_value: bool) -> ReadResult {
+        match self
+            .items
+            .get(&key)
+            .and_then(|it| it.last.map(|i| &it.versions[i]))
+        {
+            Some(v) => v.found(key, with_value),
+            None => null(key),
+        }
+    }
+
+    /// The version with timestamp `ts`, and whether it is still only prepared here.
+    pub fn exact(&self, key: Key, ts: Ts) -> (ReadResult, bool) {
+        let item = self.items.get(&key);
+        match item.and_then(|it| it.find(ts).map(|i| &it.versions[i])) {
+            Some(v) => (v.found(key, true), v.state == State::Prepared),
+            None if ts == 0 => (null(key), false),
+            None if item.is_some_and(|it| ts <= it.gc_floor.1) => (ReadResult::Gone { key }, false),
+            None => (ReadResult::Missing { key }, false),
+        }
+    }
+
+    /// The highest-timestamped version whose timestamp is in `set`, and whether it is only prepared.
+    pub fn in_set(&self, key: Key, set: &[Ts]) -> (ReadResult, bool) {
+        let item = self.items.get(&key);
+        let best = item.and_then(|it| {
+            it.versions
+                .iter()
+                .filter(|v| set.contains(&v.ts))
+                .max_by_key(|v| v.ts)
+        });
+        match best {
+            Some(v) => (v.found(key, true), v.state == State::Prepared),
+            None if item.is_some_and(|it| set.iter().any(|&t| t != 0 && t <= it.gc_floor.1)) => {
+                (ReadResult::Gone { key }, false)
+            }
+            None if set.contains(&0) => (null(key), false),
+            None => (ReadResult::Missing { key }, false),
+        }
+    }
+
+    /// E-PCI: the newest committed version whose commit time is at most `read_ts`.
+    pub fn at_time(&self, key: Key, read_ts: u64) -> ReadResult {
+        let Some(item) = self.items.get(&key) else {
+            return null(key);
+        };
+        let best = item
+            .versions
+            .iter()
+            .filter(|v| v.state == State::Committed && v.ctime <= read_ts)
+            .max_by_key(|v| v.order());
+        let floor = item.gc_floor;
+        match best {
+            Some(v) if floor.0 <= read_ts && floor > v.order() => ReadResult::Gone { key },
+            Some(v) => v.found(key, true),
+            None if floor != (0, 0) => ReadResult::Gone { key },
+            None => null(key),
+        }
+    }
+
+    /// Timestamps of the versions of `key` that are prepared but not committed here.
+    pub fn prepared(&self, key: Key) -> impl Iterator<Item = Ts> + '_ {
+        self.items
+            .get(&key)
+            .into_iter()
+            .flat_map(|it| it.versions.iter())
+            .filter(|v| v.state == State::Prepared)
+            .map(|v| v.ts)
+    }
+
+    /// Drops versions overwritten more than the GC window ago.
+    pub fn collect(&mut self, now: u64) {
+        while let Some(&(at, key, ts)) = self.overwritten.front() {
+            if at + self.gc_window > now {
+                break;
+            }
+            self.overwritten.pop_front();
+            let Some(item) = self.items.get_mut(&key) else {
+                continue;
+            };
+            let Some(i) = item.find(ts) else {
+                continue;
+            };
+            if item.last == Some(i) {
+                continue;
+            }
+            let order = item.versions[i].order();
+            item.gc_floor = item.gc_floor.max(order);
+            remove_version(item, i);
+            self.stats.versions -= 1;
+            self.stats.collected += 1;
+        }
+    }
+}
+
+fn remove_version(item: &mut Item, i: usize) {
+    let last = item.versions.len() - 1;
+    item.versions.swap_remove(i);
+    if item.last == Some(last) {
+        item.last = Some(i);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts_of(r: &ReadResult) -> Option<Ts> {
+        match r {
+            ReadResult::Found { ts, .. } => Some(*ts),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn prepared_versions_stay_invisible_until_commit_and_last_commit_only_grows() {
+        let mut s = Store::new(100);
+        s.prepare(1, 10, vec![1], Meta::None);
+        assert_eq!(ts_of(&s.latest(1, true)), Some(0));
+        assert!(s.exact(1, 10).1, "prepared only");
+        assert!(s.commit(1, 10, 0, 0));
+        assert_eq!(ts_of(&s.latest(1, true)), Some(10));
+        s.prepare(1, 5, vec![2], Meta::None);
+        s.commit(1, 5, 0, 0);
+        assert_eq!(
+            ts_of(&s.latest(1, true)),
+            Some(10),
+            "a lower commit never replaces lastCommit"
+        );
+        assert_eq!(ts_of(&s.exact(1, 5).0), Some(5));
+    }
+
+    #[test]
+    fn overwritten_versions_are_collected_after_the_window_and_then_reported_gone() {
+        let mut s = Store::new(100);
+        s.put(1, 10, vec![1], 0);
+        s.put(1, 20, vec![2], 50);
+        assert_eq!(s.stats().versions, 2);
+        s.collect(120);
+        assert_eq!(s.stats().versions, 2, "overwritten at 50, kept until 150");
+        s.collect(150);
+        assert_eq!(s.stats().versions, 1);
+        assert_eq!(s.exact(1, 10).0, ReadResult::Gone { key: 1 });
+        assert_eq!(s.in_set(1, &[10]).0, ReadResult::Gone { key: 1 });
+        assert_eq!(ts_of(&s.latest(1, false)), Some(20));
+        assert_eq!(s.exact(1, 30).0, ReadResult::Missing { key: 1 });
+    }
+
+    #[test]
+    fn in_set_returns_the_highest_match_and_null_for_ts_zero() {
+        let mut s = Store::new(100);
+        s.put(1, 10, vec![1], 0);
+        s.prepare(1, 30, vec![3], Meta::None);
+        let (r, prepared) = s.in_set(1, &[10, 30, 40]);
+        assert_eq!((ts_of(&r), prepared), (Some(30), true));
+        assert_eq!(ts_of(&s.in_set(2, &[0, 7]).0), Some(0));
+        assert_eq!(s.in_set(2, &[7]).0, ReadResult::Missing { key: 2 });
+    }
+}

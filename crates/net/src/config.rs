@@ -1,0 +1,337 @@
+//! The cluster file: nodes, their addresses, the placement of hash partitions and server settings.
+//!
+//! ```toml
+//! partitions = 4                 # hash partitions (default: one per node)
+//! [[nodes]]
+//! id = 0
+//! addr = "127.0.0.1:7100"
+//! partitions = [0, 2]            # optional; all nodes list them or none do (then round robin)
+//! [[nodes]]
+//! id = 1
+//! addr = "127.0.0.1:7101"
+//! partitions = [1, 3]
+//! [server]
+//! gc_window_ms = 5000            # overwritten versions live this long
+//! ctp_timeout_ms = 1000          # a prepared write waits this long for COMMIT before CTP runs
+//! tick_ms = 5
+//! [net]
+//! delay_us = 0                   # injected one-way delay per message
+//! ```
+//!
+//! [`ClusterConfig::from_toml`] refuses inconsistent files with a [`ConfigError`] that names the
+//! problem, so a node never starts on a bad configuration.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Addr, CLIENT_ADDR_BASE};
+
+/// Why a cluster file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown or mistyped fields.
+    #[error("invalid cluster file: {0}")]
+    Syntax(String),
+    /// The file parses but describes an impossible cluster.
+    #[error("inconsistent cluster file: {0}")]
+    Invalid(String),
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    partitions: Option<u32>,
+    #[serde(default)]
+    nodes: Vec<RawNode>,
+    #[serde(default)]
+    server: ServerSettings,
+    #[serde(default)]
+    net: NetSettings,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawNode {
+    id: u32,
+    addr: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    partitions: Option<Vec<u32>>,
+}
+
+/// Settings of partition servers.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSettings {
+    /// Milliseconds an overwritten version stays readable by second-round GETs before GC.
+    pub gc_window_ms: u64,
+    /// Milliseconds a prepared write waits for its COMMIT before the cooperative termination protocol.
+    pub ctp_timeout_ms: u64,
+    /// Milliseconds between ticks (timeouts, GC).
+    pub tick_ms: u64,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            gc_window_ms: 5_000,
+            ctp_timeout_ms: 1_000,
+            tick_ms: 5,
+        }
+    }
+}
+
+/// Settings of the TCP transport.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetSettings {
+    /// Microseconds of one-way delay injected into every message (0 = none).
+    pub delay_us: u64,
+}
+
+/// One cluster member.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeConfig {
+    /// The node's id, also its [`Addr`].
+    pub id: Addr,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The hash partitions it serves.
+    pub partitions: Vec<u32>,
+}
+
+/// A validated cluster description.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterConfig {
+    /// The members, indexed by id.
+    pub nodes: Vec<NodeConfig>,
+    /// Number of hash partitions.
+    pub partitions: u32,
+    /// The node serving each partition.
+    pub placement: Vec<Addr>,
+    /// Partition server settings.
+    pub server: ServerSettings,
+    /// Transport settings.
+    pub net: NetSettings,
+}
+
+/// The hash partition of `key` among `partitions` (a fixed mix, identical in every process).
+pub fn partition_of(key: u64, partitions: u32) -> u32 {
+    let mut z = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z % partitions as u64) as u32
+}
+
+fn invalid(msg: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid(msg.into())
+}
+
+impl ClusterConfig {
+    /// Reads and validates a cluster file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_toml(&text)
+    }
+
+    /// Parses and validates a cluster description.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let raw: RawConfig =
+            toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string()))?;
+        Self::validate(raw)
+    }
+
+    /// A cluster of `addrs.len()` nodes with one partition each, as the bench driver starts.
+    pub fn local(
+        addrs: &[SocketAddr],
+        server: ServerSettings,
+        net: NetSettings,
+    ) -> Result<Self, ConfigError> {
+        let raw = RawConfig {
+            partitions: None,
+            nodes: addrs
+                .iter()
+                .enumerate()
+                .map(|(i, a)| RawNode {
+                    id: i as u32,
+                    addr: a.to_string(),
+                    partitions: None,
+                })
+                .collect(),
+            server,
+            net,
+        };
+        Self::validate(raw)
+    }
+
+    /// The configuration as a TOML file that [`ClusterConfig::from_toml`] reads back.
+    pub fn to_toml(&self) -> String {
+        let raw = RawConfig {
+            partitions: Some(self.partitions),
+            nodes: self
+                .nodes
+                .iter()
+                .map(|n| RawNode {
+                    id: n.id,
+                    addr: n.addr.to_string(),
+                    partitions: Some(n.partitions.clone()),
+                })
+                .collect(),
+            server: self.server,
+            net: self.net,
+        };
+        toml::to_string(&raw).expect("a validated configuration always serializes")
+    }
+
+    fn validate(raw: RawConfig) -> Result<Self, ConfigError> {
+        let n = raw.nodes.len();
+        if n == 0 {
+            return Err(invalid("no [[nodes]]: a cluster needs at least one node"));
+        }
+        if n as u64 >= CLIENT_ADDR_BASE as u64 {
+            return Err(invalid(format!(
+                "{n} nodes are more than {CLIENT_ADDR_BASE}"
+            )));
+        }
+        let partitions = raw.partitions.unwrap_or(n as u32);
+        if partitions == 0 {
+            return Err(invalid("partitions must be at least 1"));
+        }
+        if partitions > 1 << 16 {
+            return Err(invalid(format!(
+                "{partitions} partitions are more than 65536"
+            )));
+        }
+        let ids: BTreeSet<u32> = raw.nodes.iter().map(|x| x.id).collect();
+        if ids.len() != n {
+            return Err(invalid("two nodes share an id"));
+        }
+        if ids.iter().copied().ne(0..n as u32) {
+            return Err(invalid(format!(
+                "node ids must be 0..{} with none missing, found {ids:?}",
+                n - 1
+            )));
+        }
+        let mut addrs = BTreeSet::new();
+        let mut nodes: Vec<NodeConfig> = Vec::with_capacity(n);
+        for rn in &raw.nodes {
+            let addr: SocketAddr = rn.addr.parse().map_err(|e| {
+                invalid(format!(
+                    "node {}: address {:?} is not ip:port ({e})",
+                    rn.id, rn.addr
+                ))
+            })?;
+            if addr.port() == 0 {
+                return Err(invalid(format!(
+                    "node {}: port 0 is not a fixed address",
+                    rn.id
+                )));
+            }
+            if !addrs.insert(addr) {
+                return Err(invalid(format!(
+                    "node {}: address {addr} is used by another node",
+                    rn.id
+                )));
+            }
+            nodes.push(NodeConfig {
+                id: rn.id,
+                addr,
+                partitions: Vec::new(),
+            });
+        }
+        nodes.sort_by_key(|x| x.id);
+        let explicit = raw.nodes.iter().filter(|x| x.partitions.is_some()).count();
+        let mut placement = vec![u32::MAX; partitions as usize];
+        if explicit == 0 {
+            for p in 0..partitions {
+                let node = p % n as u32;
+                placement[p as usize] = node;
+                nodes[node as usize].partitions.push(p);
+            }
+        } else if explicit != n {
+            return Err(invalid(
+                "some nodes list partitions and others do not: list them for all or none",
+            ));
+        } else {
+            for rn in &raw.nodes {
+                for &p in rn.partitions.as_deref().unwrap_or_default() {
+                    if p >= partitions {
+                        return Err(invalid(format!(
+                            "node {} lists partition {p}, but there are only {partitions} (0..{})",
+                            rn.id,
+                            partitions - 1
+                        )));
+                    }
+                    if placement[p as usize] != u32::MAX {
+                        return Err(invalid(format!(
+                            "partition {p} is placed on both node {} and node {}",
+                            placement[p as usize], rn.id
+                        )));
+                    }
+                    placement[p as usize] = rn.id;
+                    nodes[rn.id as usize].partitions.push(p);
+                }
+            }
+            if let Some(p) = placement.iter().position(|&x| x == u32::MAX) {
+                return Err(invalid(format!("partition {p} is not placed on any node")));
+            }
+        }
+        let s = raw.server;
+        if s.gc_window_ms == 0 || s.ctp_timeout_ms == 0 || s.tick_ms == 0 {
+            return Err(invalid(
+                "[server] gc_window_ms, ctp_timeout_ms and tick_ms must be positive",
+            ));
+        }
+        if s.tick_ms > s.ctp_timeout_ms.min(s.gc_window_ms) {
+            return Err(invalid(
+                "[server] tick_ms must not exceed ctp_timeout_ms or gc_window_ms",
+            ));
+        }
+        if raw.net.delay_us > 10_000_000 {
+            return Err(invalid("[net] delay_us must be at most 10 s"));
+        }
+        Ok(ClusterConfig {
+            nodes,
+            partitions,
+            placement,
+            server: raw.server,
+            net: raw.net,
+        })
+    }
+
+    /// The node that serves `key`.
+    pub fn node_of_key(&self, key: u64) -> Addr {
+        self.placement[partition_of(key, self.partitions) as usize]
+    }
+
+    /// The member with id `id`.
+    pub fn node(&self, id: Addr) -> Option<&NodeConfig> {
+        self.nodes.get(id as usize)
+    }
+
+    /// Every member's address by id, as the TCP runtime dials them.
+    pub fn peer_addrs(&self) -> Vec<(Addr, SocketAddr)> {
+        self.nodes.iter().map(|n| (n.id, n.addr)).collect()
+    }
+
+    /// The injected one-way delay.
+    pub fn delay(&self) -> Duration {
+        Duration::from_micros(self.net.delay_us)
+    }
+}

@@ -1,0 +1,125 @@
+//! Cluster files: valid ones parse with the intended placement; bad ones get a clear error.
+
+use phasedb_net::{ClusterConfig, ConfigError, partition_of};
+
+const GOOD: &str = r#"
+partitions = 4
+[[nodes]]
+id = 0
+addr = "127.0.0.1:7100"
+partitions = [0, 2]
+[[nodes]]
+id = 1
+addr = "127.0.0.1:7101"
+partitions = [1, 3]
+[server]
+gc_window_ms = 2000
+[net]
+delay_us = 100
+"#;
+
+fn err(text: &str) -> String {
+    match ClusterConfig::from_toml(text) {
+        Ok(_) => panic!("accepted a bad config:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_valid_file_parses_with_its_placement_and_round_trips() {
+    let c = ClusterConfig::from_toml(GOOD).unwrap();
+    assert_eq!(c.partitions, 4);
+    assert_eq!(c.placement, vec![0, 1, 0, 1]);
+    assert_eq!(c.server.gc_window_ms, 2000);
+    assert_eq!(
+        c.server.ctp_timeout_ms, 1000,
+        "unspecified settings take defaults"
+    );
+    assert_eq!(c.net.delay_us, 100);
+    for key in 0..1000u64 {
+        assert_eq!(
+            c.node_of_key(key),
+            c.placement[partition_of(key, 4) as usize]
+        );
+    }
+    let again = ClusterConfig::from_toml(&c.to_toml()).unwrap();
+    assert_eq!(again, c);
+}
+
+#[test]
+fn partitions_default_to_one_per_node_round_robin() {
+    let c = ClusterConfig::from_toml(
+        "[[nodes]]\nid = 1\naddr = \"127.0.0.1:2\"\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:1\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.partitions, 2);
+    assert_eq!(c.nodes[0].partitions, vec![0]);
+    assert_eq!(c.nodes[1].addr.port(), 2);
+}
+
+#[test]
+fn inconsistent_files_are_refused_with_the_reason() {
+    let two = |a: &str, b: &str| {
+        format!("[[nodes]]\nid = 0\naddr = \"{a}\"\n[[nodes]]\nid = 1\naddr = \"{b}\"\n")
+    };
+    assert!(err("").contains("at least one node"));
+    assert!(err(&two("127.0.0.1:1", "127.0.0.1:1")).contains("used by another node"));
+    assert!(err(&two("127.0.0.1:1", "localhost:2")).contains("not ip:port"));
+    assert!(err(&two("127.0.0.1:0", "127.0.0.1:2")).contains("port 0"));
+    assert!(
+        err(
+            "[[nodes]]\nid = 0\naddr = \"127.0.0.1:1\"\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:2\"\n"
+        )
+        .contains("share an id")
+    );
+    assert!(err("[[nodes]]\nid = 3\naddr = \"127.0.0.1:1\"\n").contains("0..0"));
+    assert!(
+        err(&format!(
+            "partitions = 0\n{}",
+            two("127.0.0.1:1", "127.0.0.1:2")
+        ))
+        .contains("at least 1")
+    );
+    let placed = |p0: &str, p1: &str| {
+        format!(
+            "partitions = 3\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:1\"\npartitions = {p0}\n[[nodes]]\nid = 1\naddr = \"127.0.0.1:2\"\npartitions = {p1}\n"
+        )
+    };
+    assert!(err(&placed("[0, 1]", "[1, 2]")).contains("partition 1 is placed on both"));
+    assert!(err(&placed("[0]", "[1]")).contains("partition 2 is not placed"));
+    assert!(err(&placed("[0, 5]", "[1, 2]")).contains("only 3"));
+    assert!(err("partitions = 2\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:1\"\npartitions = [0, 1]\n[[nodes]]\nid = 1\naddr = \"127.0.0.1:2\"\n")
+        .contains("all or none"));
+    assert!(
+        err(&format!(
+            "{}[server]\ngc_window_ms = 0\n",
+            two("127.0.0.1:1", "127.0.0.1:2")
+        ))
+        .contains("positive")
+    );
+    assert!(
+        err(&format!(
+            "{}[server]\ntick_ms = 5000\n",
+            two("127.0.0.1:1", "127.0.0.1:2")
+        ))
+        .contains("tick_ms")
+    );
+    assert!(
+        err(
+            &format!("{}colour = 1\n", two("127.0.0.1:1", "127.0.0.1:2"))
+                .replace("[[nodes]]\nid = 0", "colour = 1\n[[nodes]]\nid = 0")
+        )
+        .contains("invalid cluster file")
+    );
+    assert!(
+        err("[[nodes]]\nid = \"zero\"\naddr = \"127.0.0.1:1\"\n").contains("invalid cluster file")
+    );
+    assert!(err("this is not toml").contains("invalid cluster file"));
+}
+
+#[test]
+fn a_missing_file_names_the_path() {
+    let e = ClusterConfig::load(std::path::Path::new("/nonexistent/cluster.toml")).unwrap_err();
+    assert!(matches!(e, ConfigError::Io { .. }));
+    assert!(e.to_string().contains("/nonexistent/cluster.toml"));
+}
