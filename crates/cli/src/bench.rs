@@ -10,6 +10,7 @@ use phasedb_txn::{
 };
 use phasedb_workloads::bank::{Bank, BankConfig};
 use phasedb_workloads::incr::{Incr, IncrConfig, KeyChoice};
+use phasedb_workloads::like::{Like, LikeConfig};
 use phasedb_workloads::ycsb::{Variant, Ycsb, YcsbConfig};
 use phasedb_workloads::{BenchOptions, BenchResult, Workload, run_bench};
 
@@ -102,6 +103,10 @@ enum WorkloadArgs {
     Incr1(Incr1Args),
     /// INCRZ (Doppel): each transaction increments one zipfian-chosen key.
     Incrz(IncrzArgs),
+    /// LIKE (Doppel): users like zipfian-chosen pages; reads read a page count and a user row.
+    Like(LikeArgs),
+    /// RUBiS auctions (Doppel): the bidding mix (`--mix b`) or half bids on zipfian items (`c`).
+    Rubis(RubisArgs),
 }
 
 #[derive(Args, Debug)]
@@ -112,6 +117,25 @@ struct Incr1Args {
     /// Share of transactions that increment the single hot key.
     #[arg(long, default_value_t = 0.0)]
     hot: f64,
+    /// Seconds after which the hot key changes identity (default: never).
+    #[arg(long)]
+    move_every: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+struct LikeArgs {
+    /// Number of users.
+    #[arg(long, default_value_t = 1_000_000)]
+    users: u64,
+    /// Number of pages.
+    #[arg(long, default_value_t = 1_000_000)]
+    pages: u64,
+    /// Zipfian skew of page choice (0 = uniform).
+    #[arg(long, default_value_t = 1.4)]
+    alpha: f64,
+    /// Share of write (like) transactions.
+    #[arg(long, default_value_t = 0.5)]
+    write_ratio: f64,
 }
 
 #[derive(Args, Debug)]
@@ -183,6 +207,34 @@ struct TpccArgs {
     /// One column group per row (coarse), or rarely and often updated fields apart (fine).
     #[arg(long, value_enum, default_value_t = Granularity::Coarse)]
     granularity: Granularity,
+}
+
+#[derive(Args, Debug)]
+struct RubisArgs {
+    /// Transaction mix: RUBiS's bidding mix, items uniform (b), or 50% StoreBid on zipfian items (c).
+    #[arg(long, value_parser = ["b", "c"], default_value = "b")]
+    mix: String,
+    /// Mix c: zipfian skew of the items bid on (0 = uniform).
+    #[arg(long, default_value_t = 1.8)]
+    alpha: f64,
+    /// Users at load (the paper: 1000000).
+    #[arg(long, default_value_t = 100_000)]
+    users: u64,
+    /// Items on auction at load (the paper: 33000).
+    #[arg(long, default_value_t = 33_000)]
+    items: u64,
+    /// Categories.
+    #[arg(long, default_value_t = 20)]
+    categories: u64,
+    /// Regions.
+    #[arg(long, default_value_t = 62)]
+    regions: u64,
+    /// Bids loaded on every item.
+    #[arg(long, default_value_t = 5)]
+    bids_per_item: u32,
+    /// Comments loaded on every item.
+    #[arg(long, default_value_t = 1)]
+    comments_per_item: u32,
 }
 
 fn fail(msg: impl std::fmt::Display) -> i32 {
@@ -277,14 +329,36 @@ pub fn run(args: BenchArgs) -> i32 {
             };
             dispatch(&mut Bank::new(cfg), c, &opts)
         }
-        WorkloadArgs::Incr1(a) => incr(
-            IncrConfig {
-                keys: a.keys,
-                choice: KeyChoice::Hot(a.hot),
-            },
-            c,
-            &opts,
-        ),
+        WorkloadArgs::Incr1(a) => {
+            let choice = match a.move_every {
+                None => KeyChoice::Hot(a.hot),
+                Some(s) if s > 0.0 && s < 86_400.0 => KeyChoice::Moving {
+                    hot: a.hot,
+                    every: Duration::from_secs_f64(s),
+                },
+                Some(_) => return fail("--move-every must be a number of seconds above 0"),
+            };
+            incr(
+                IncrConfig {
+                    keys: a.keys,
+                    choice,
+                },
+                c,
+                &opts,
+            )
+        }
+        WorkloadArgs::Like(a) => {
+            let cfg = LikeConfig {
+                users: a.users,
+                pages: a.pages,
+                alpha: a.alpha,
+                write_ratio: a.write_ratio,
+            };
+            if let Err(e) = cfg.validate() {
+                return fail(e);
+            }
+            dispatch(&mut Like::new(cfg), c, &opts)
+        }
         WorkloadArgs::Incrz(a) => incr(
             IncrConfig {
                 keys: a.keys,
@@ -307,6 +381,23 @@ pub fn run(args: BenchArgs) -> i32 {
             }
             dispatch(&mut Tpcc::new(cfg), c, &opts)
         }
+        WorkloadArgs::Rubis(a) => {
+            use phasedb_workloads::rubis::{Rubis, RubisConfig, RubisMix};
+            let cfg = RubisConfig {
+                users: a.users,
+                items: a.items,
+                categories: a.categories,
+                regions: a.regions,
+                bids_per_item: a.bids_per_item,
+                comments_per_item: a.comments_per_item,
+                mix: RubisMix::parse(&a.mix).expect("clap checked the mix"),
+                alpha: a.alpha,
+            };
+            if let Err(e) = cfg.validate() {
+                return fail(e);
+            }
+            dispatch(&mut Rubis::new(cfg), c, &opts)
+        }
     }
 }
 
@@ -328,21 +419,36 @@ pub fn run_named<W: Workload>(
     workload: &mut W,
     opts: &BenchOptions,
 ) -> BenchResult {
+    run_named_observed(protocol, workload, opts, &mut |_, _| {})
+}
+
+/// As [`run_named`], also calling `observe(elapsed, committed)` at every progress tick (a few
+/// dozen times a second), for throughput over time.
+pub fn run_named_observed<W: Workload>(
+    protocol: ProtocolName,
+    workload: &mut W,
+    opts: &BenchOptions,
+    observe: &mut dyn FnMut(Duration, u64),
+) -> BenchResult {
     match protocol {
-        ProtocolName::Occ => with_progress::<Occ, W>(workload, opts),
-        ProtocolName::Nocc => with_progress::<NoCc, W>(workload, opts),
-        ProtocolName::TwoPlNoWait => with_progress::<TwoPlNoWait, W>(workload, opts),
-        ProtocolName::TwoPlWaitDie => with_progress::<TwoPlWaitDie, W>(workload, opts),
-        ProtocolName::TwoPl => with_progress::<TwoPlBlocking, W>(workload, opts),
-        ProtocolName::Tictoc => with_progress::<TicToc, W>(workload, opts),
-        ProtocolName::Swisstm => with_progress::<SwissTm, W>(workload, opts),
-        ProtocolName::Adaptive => with_progress::<Adaptive, W>(workload, opts),
-        ProtocolName::Atomic => with_progress::<Atomic, W>(workload, opts),
-        ProtocolName::Doppel => with_progress::<Doppel, W>(workload, opts),
+        ProtocolName::Occ => with_progress::<Occ, W>(workload, opts, observe),
+        ProtocolName::Nocc => with_progress::<NoCc, W>(workload, opts, observe),
+        ProtocolName::TwoPlNoWait => with_progress::<TwoPlNoWait, W>(workload, opts, observe),
+        ProtocolName::TwoPlWaitDie => with_progress::<TwoPlWaitDie, W>(workload, opts, observe),
+        ProtocolName::TwoPl => with_progress::<TwoPlBlocking, W>(workload, opts, observe),
+        ProtocolName::Tictoc => with_progress::<TicToc, W>(workload, opts, observe),
+        ProtocolName::Swisstm => with_progress::<SwissTm, W>(workload, opts, observe),
+        ProtocolName::Adaptive => with_progress::<Adaptive, W>(workload, opts, observe),
+        ProtocolName::Atomic => with_progress::<Atomic, W>(workload, opts, observe),
+        ProtocolName::Doppel => with_progress::<Doppel, W>(workload, opts, observe),
     }
 }
 
-fn with_progress<P: Protocol, W: Workload>(workload: &mut W, opts: &BenchOptions) -> BenchResult {
+fn with_progress<P: Protocol, W: Workload>(
+    workload: &mut W,
+    opts: &BenchOptions,
+    observe: &mut dyn FnMut(Duration, u64),
+) -> BenchResult {
     let total_ms = (opts.warmup + opts.duration).as_millis() as u64;
     let bar = ProgressBar::new(total_ms.max(1));
     bar.set_style(
@@ -355,6 +461,7 @@ fn with_progress<P: Protocol, W: Workload>(workload: &mut W, opts: &BenchOptions
     let warmup = opts.warmup;
     let mut last = (Duration::ZERO, 0u64);
     let result = run_bench::<P, W>(workload, opts, |elapsed, committed| {
+        observe(elapsed, committed);
         bar.set_position(elapsed.as_millis() as u64);
         let rate = (committed - last.1) as f64 / (elapsed - last.0).as_secs_f64().max(1e-9);
         let phase = if elapsed < warmup {

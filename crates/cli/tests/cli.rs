@@ -165,3 +165,66 @@ fn bad_flags_get_clear_errors() {
         );
     }
 }
+
+#[test]
+fn rubis_flags_get_clear_errors_and_a_small_run_passes_its_check() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "rubis", "--mix", "a"], "invalid value 'a'"),
+        (
+            &["bench", "rubis", "--mix", "c", "--alpha", "1"],
+            "--alpha must be",
+        ),
+        (&["bench", "rubis", "--alpha=-2"], "--alpha must be"),
+        (
+            &["bench", "rubis", "--users", "1"],
+            "--users must be between",
+        ),
+        (
+            &["bench", "rubis", "--items", "0"],
+            "--items must be between",
+        ),
+        (
+            &["bench", "rubis", "--regions", "0"],
+            "--regions must be between",
+        ),
+        (
+            &["bench", "rubis", "--bids-per-item", "9999"],
+            "--bids-per-item",
+        ),
+        (
+            &["bench", "rubis", "--protocol", "atomic"],
+            "the atomic protocol runs only the increment workloads",
+        ),
+    ];
+    for (args, needle) in cases {
+        let (code, out, err) = phasedb(args);
+        assert_ne!(code, 0, "{args:?} should fail");
+        assert!(out.is_empty(), "{args:?} printed to stdout: {out}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err}"
+        );
+    }
+    let (code, out, err) = phasedb(&[
+        "bench",
+        "rubis",
+        "--mix",
+        "c",
+        "--users",
+        "2000",
+        "--items",
+        "500",
+        "--protocol",
+        "doppel",
+        "--threads",
+        "2",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0.1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "stderr: {err}");
+    let v = json(&out);
+    assert!(v.to_string().contains("store-bid"), "{v}");
+}

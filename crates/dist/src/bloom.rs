@@ -1,13 +1,18 @@
 //! The Bloom filter RAMP-H writers attach to versions (256 bits and 4 hashes by default).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::msg::Key;
 
 /// A Bloom filter over item keys; it carries its own size so readers need no configuration.
+/// Its bits are shared, so copies held by versions and read results cost no allocation, and
+/// they travel as raw little-endian bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bloom {
-    words: Vec<u64>,
+    #[serde(with = "words_as_bytes")]
+    words: Arc<[u64]>,
     hashes: u8,
 }
 
@@ -22,36 +27,87 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 33)
 }
 
+fn positions(key: Key, nbits: usize, hashes: u8) -> impl Iterator<Item = usize> {
+    let nbits = nbits as u64;
+    let h1 = mix(key);
+    let h2 = mix(key ^ 0x9e37_79b9_7f4a_7c15) | 1;
+    (0..hashes as u64).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % nbits) as usize)
+}
+
+/// The filter's words on the wire: one byte string, eight little-endian bytes per word.
+mod words_as_bytes {
+    use std::sync::Arc;
+
+    use serde::de::{Error, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    /// Filters up to this many words are encoded without allocating.
+    const STACK_WORDS: usize = 8;
+
+    pub fn serialize<S: Serializer>(words: &Arc<[u64]>, s: S) -> Result<S::Ok, S::Error> {
+        let mut stack = [0u8; STACK_WORDS * 8];
+        let mut heap = Vec::new();
+        let buf: &mut [u8] = if words.len() <= STACK_WORDS {
+            &mut stack[..words.len() * 8]
+        } else {
+            heap.resize(words.len() * 8, 0);
+            &mut heap
+        };
+        for (chunk, w) in buf.chunks_exact_mut(8).zip(words.iter()) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        s.serialize_bytes(buf)
+    }
+
+    struct Words;
+
+    impl Visitor<'_> for Words {
+        type Value = Arc<[u64]>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Bloom filter words as bytes, a multiple of 8 long")
+        }
+
+        fn visit_bytes<E: Error>(self, b: &[u8]) -> Result<Arc<[u64]>, E> {
+            if !b.len().is_multiple_of(8) || b.len() > (1 << 16) / 8 {
+                return Err(E::invalid_length(b.len(), &self));
+            }
+            Ok(b
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("chunks of 8")))
+                .collect())
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<[u64]>, D::Error> {
+        d.deserialize_bytes(Words)
+    }
+}
+
 impl Bloom {
     /// An empty filter of `bits` bits (rounded up to a multiple of 64, at least 64) and `hashes` hashes.
     pub fn new(bits: usize, hashes: u8) -> Bloom {
-        Bloom {
-            words: vec![0; bits.div_ceil(64).max(1)],
-            hashes: hashes.max(1),
-        }
+        Bloom::of([], bits, hashes)
     }
 
     /// A filter holding `keys`.
     pub fn of(keys: impl IntoIterator<Item = Key>, bits: usize, hashes: u8) -> Bloom {
-        let mut b = Bloom::new(bits, hashes);
+        let hashes = hashes.max(1);
+        let mut words = vec![0u64; bits.div_ceil(64).max(1)];
+        let nbits = words.len() * 64;
         for k in keys {
-            b.insert(k);
+            for p in positions(k, nbits, hashes) {
+                words[p / 64] |= 1 << (p % 64);
+            }
         }
-        b
+        Bloom {
+            words: words.into(),
+            hashes,
+        }
     }
 
     fn positions(&self, key: Key) -> impl Iterator<Item = usize> + use<> {
-        let nbits = (self.words.len() * 64) as u64;
-        let h1 = mix(key);
-        let h2 = mix(key ^ 0x9e37_79b9_7f4a_7c15) | 1;
-        (0..self.hashes as u64).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % nbits) as usize)
-    }
-
-    /// Adds a key.
-    pub fn insert(&mut self, key: Key) {
-        for p in self.positions(key) {
-            self.words[p / 64] |= 1 << (p % 64);
-        }
+        positions(key, self.words.len() * 64, self.hashes)
     }
 
     /// False only if `key` was certainly not inserted; true means it may have been.
@@ -90,9 +146,23 @@ mod tests {
     #[test]
     fn decoded_filters_with_no_words_answer_false() {
         let b = Bloom {
-            words: Vec::new(),
+            words: Vec::new().into(),
             hashes: 4,
         };
         assert!(!b.may_contain(1));
+    }
+
+    #[test]
+    fn filters_travel_as_bytes_and_come_back_equal() {
+        use phasedb_net::wire::{HEADER, decode_batch, encode_frame};
+        let b = Bloom::of([5, 6, 7], 512, 3);
+        let frame = encode_frame(std::slice::from_ref(&b)).unwrap();
+        assert!(frame.len() <= HEADER + 512 / 8 + 3, "{} bytes", frame.len());
+        let mut back: Vec<Bloom> = Vec::new();
+        decode_batch(&frame[HEADER..], &mut back).unwrap();
+        assert_eq!(back, [b]);
+        assert!(back[0].may_contain(6));
+        let mut bad: Vec<Bloom> = Vec::new();
+        assert!(decode_batch(&[3, 1, 2, 3, 4], &mut bad).is_err());
     }
 }

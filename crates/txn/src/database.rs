@@ -88,8 +88,10 @@ pub struct Database<P: Protocol> {
     /// Per activity slot, the age timestamp of a transaction another one asked to abort (SwissTM's
     /// contention manager); the slot's owner checks it at each access.
     pub(crate) abort_requests: Vec<crossbeam_utils::CachePadded<std::sync::atomic::AtomicU64>>,
-    /// When the database was opened: the origin of transactions' age timestamps.
-    pub(crate) opened: std::time::Instant,
+    /// A cheap clock (the CPU's time-stamp counter) for per-transaction timing, and its reading when
+    /// the database was opened: the origin of transactions' age timestamps.
+    pub(crate) clock: quanta::Clock,
+    pub(crate) opened_raw: u64,
     /// Deleted records left waiting by workers that were dropped; the next reclaiming worker adopts them.
     orphans: Mutex<VecDeque<Unlink>>,
     has_orphans: AtomicBool,
@@ -102,6 +104,8 @@ pub struct Database<P: Protocol> {
 impl<P: Protocol> Database<P> {
     /// An empty database.
     pub fn open(config: Config) -> Database<P> {
+        let clock = quanta::Clock::new();
+        let opened_raw = clock.raw();
         let mut phases = crate::phase::Phases::new(MAX_WORKERS, 0);
         if P::PHASED {
             phases.start_ticker(config.phase_length);
@@ -118,7 +122,8 @@ impl<P: Protocol> Database<P> {
             activity: Activity::new(MAX_WORKERS),
             phantom_ts: Vec::new(),
             abort_requests: (0..MAX_WORKERS).map(|_| Default::default()).collect(),
-            opened: std::time::Instant::now(),
+            clock,
+            opened_raw,
             orphans: Mutex::new(VecDeque::new()),
             has_orphans: AtomicBool::new(false),
         }

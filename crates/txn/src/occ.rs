@@ -73,7 +73,10 @@ pub(crate) fn silo_commit<P: Protocol<Meta = TidWord>, const SPLIT_AWARE: bool>(
             return Err(e);
         }
     }
-    fence(Ordering::SeqCst);
+    if writes {
+        // The locks must be visible before the epoch is read and the reads validated.
+        fence(Ordering::SeqCst);
+    }
     let epoch = db.epoch.current();
     let valid = commit::validate(st, db, ctx.guard);
     if let Err(e) = valid {

@@ -33,6 +33,10 @@ pub const fn seq(p: PhaseWord) -> u64 {
     p >> 8
 }
 
+/// How long the coordinator waits for a worker that holds transactions back before it acts for the
+/// worker anyway (a worker that stopped running transactions without running them).
+const HOLDING_PATIENCE: Duration = Duration::from_millis(500);
+
 /// What the phase mechanism shares between workers.
 pub struct Phases {
     /// The phase the coordinator asks for.
@@ -41,6 +45,10 @@ pub struct Phases {
     released: CachePadded<AtomicU64>,
     /// Per activity slot, the phase the slot acknowledged last.
     acked: Box<[CachePadded<AtomicU64>]>,
+    /// Per activity slot, whether its worker holds transactions back for its current phase (Doppel's
+    /// stashed transactions): the coordinator then waits for the worker's own acknowledgement
+    /// rather than acting for it while it is between transactions.
+    holding: Box<[CachePadded<AtomicBool>]>,
     /// Held by whoever coordinates.
     coordinator: Mutex<()>,
     /// Set when a change is due (by the ticker, or by a worker that wants one sooner).
@@ -65,6 +73,9 @@ impl Phases {
             released: CachePadded::new(AtomicU64::new(p)),
             acked: (0..slots)
                 .map(|_| CachePadded::new(AtomicU64::new(p)))
+                .collect(),
+            holding: (0..slots)
+                .map(|_| CachePadded::new(AtomicBool::new(false)))
                 .collect(),
             coordinator: Mutex::new(()),
             due: Arc::new(CachePadded::new(AtomicBool::new(false))),
@@ -143,6 +154,11 @@ impl Phases {
         self.acked[slot].load(Ordering::SeqCst)
     }
 
+    /// Marks whether `slot`'s worker holds transactions back for its current phase.
+    pub fn set_holding(&self, slot: usize, holding: bool) {
+        self.holding[slot].store(holding, Ordering::SeqCst);
+    }
+
     /// Records that `slot` acknowledged `p`.
     #[inline]
     pub fn ack(&self, slot: usize, p: PhaseWord) {
@@ -184,7 +200,9 @@ impl Phases {
         for slot in 0..activity.high() {
             let mut spins = 0u32;
             while self.acked[slot].load(Ordering::SeqCst) < p {
-                if activity.try_claim(slot) {
+                let patient =
+                    self.holding[slot].load(Ordering::SeqCst) && start.elapsed() < HOLDING_PATIENCE;
+                if !patient && activity.try_claim(slot) {
                     if self.acked[slot].load(Ordering::SeqCst) < p {
                         on_idle(slot);
                         self.ack(slot, p);

@@ -88,9 +88,10 @@ impl<'db, P: Protocol> Worker<'db, P> {
         ty: usize,
         mut procedure: impl FnMut(&mut Tx<'_, 'db, P>) -> TxResult<R>,
     ) -> TxResult<R> {
-        let start = self.origin.unwrap_or_else(Instant::now);
-        self.state.ts = ((start.duration_since(self.db.opened).as_nanos() as u64) << 10)
-            | (self.slot as u64 & 0x3ff);
+        let clock = &self.db.clock;
+        let start = clock.raw();
+        self.state.ts =
+            (clock.delta_as_nanos(self.db.opened_raw, start) << 10) | (self.slot as u64 & 0x3ff);
         let mut attempt = 0u32;
         loop {
             self.db.activity.enter(self.slot, self.db.epoch.current());
@@ -150,7 +151,11 @@ impl<'db, P: Protocol> Worker<'db, P> {
                 Ok((value, _)) => {
                     let s = self.stats.of_type(ty);
                     s.committed += 1;
-                    let _ = s.latency_ns.record(start.elapsed().as_nanos() as u64);
+                    let nanos = match self.origin {
+                        Some(origin) => origin.elapsed().as_nanos() as u64,
+                        None => clock.delta_as_nanos(start, clock.raw()),
+                    };
+                    let _ = s.latency_ns.record(nanos.max(1));
                     self.progress
                         .store(self.progress.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                     return Ok(value);
@@ -199,14 +204,33 @@ impl<'db, P: Protocol> Worker<'db, P> {
     /// Tells the worker its caller holds stashed transactions, so it puts off phases that would
     /// stash them again until they have run.
     pub fn set_stash_pending(&mut self, pending: bool) {
-        self.state.stash_pending = pending;
+        if pending != self.state.stash_pending {
+            self.state.stash_pending = pending;
+            if P::PHASED {
+                self.db.phases.set_holding(self.slot, pending);
+            }
+        }
     }
 
-    /// Whether stashed transactions can run now (always true for protocols without phases).
+    /// Whether stashed transactions can run now (always true for protocols without phases): the
+    /// worker is in a phase that runs them, and stays in it while it holds them (see
+    /// [`Worker::set_stash_pending`]) even if the coordinator has published the next one.
     pub fn may_resume_stashed(&self) -> bool {
         if !P::PHASED {
             return true;
         }
+        let phases = &self.db.phases;
+        let p = phases.published();
+        let own = self.state.phase;
+        if p == own {
+            phases.released() >= p && P::resumes_stashed(p)
+        } else {
+            P::resumes_stashed(own) && phases.acked(self.slot) < p && phases.released() >= own
+        }
+    }
+
+    /// Whether the database is released into a phase that runs stashed transactions.
+    fn stashed_phase_released(&self) -> bool {
         let phases = &self.db.phases;
         let p = phases.published();
         phases.released() == p && P::resumes_stashed(p)
@@ -217,7 +241,8 @@ impl<'db, P: Protocol> Worker<'db, P> {
     #[inline]
     fn phase_boundary(&mut self) {
         let phases = &self.db.phases;
-        if phases.due() {
+        // A worker holding stashed transactions for its phase leaves the change to others.
+        if phases.due() && !(self.state.stash_pending && P::resumes_stashed(self.state.phase)) {
             self.coordinate();
         }
         if phases.published() != self.state.phase {
@@ -269,7 +294,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
     fn wait_for_stashed_phase(&mut self) {
         let phases = &self.db.phases;
         phases.hurry();
-        while !self.may_resume_stashed() {
+        while !self.stashed_phase_released() {
             if phases.due() {
                 self.db.activity.enter(self.slot, self.db.epoch.current());
                 self.coordinate();
@@ -304,6 +329,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
 
 impl<P: Protocol> Drop for Worker<'_, P> {
     fn drop(&mut self) {
+        self.set_stash_pending(false);
         if let Some(h) = self.history.take() {
             self.db.deposit_history(h);
         }

@@ -52,8 +52,8 @@ const MEASURE: u8 = 1;
 const STOP: u8 = 2;
 
 /// Runs `workload` on protocol `P`: loads it, runs `threads` closed-loop workers for the warm-up and
-/// then the measured window, and checks the workload's consistency. `progress` is called about ten times
-/// a second with the elapsed time and the number of transactions committed so far.
+/// then the measured window, and checks the workload's consistency. `progress` is called every 20 ms
+/// with the elapsed time and the number of transactions run so far (committed or stashed).
 pub fn run_bench<P: Protocol, W: Workload>(
     workload: &mut W,
     opts: &BenchOptions,
@@ -117,7 +117,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
                 .map(|c| c.load(Ordering::Relaxed))
                 .sum::<u64>()
         };
-        let tick = Duration::from_millis(100);
+        let tick = Duration::from_millis(20);
         while start.elapsed() < opts.warmup {
             std::thread::sleep(tick.min(opts.warmup.saturating_sub(start.elapsed())));
             progress(start.elapsed(), sum());

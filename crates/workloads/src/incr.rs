@@ -20,6 +20,12 @@ pub enum KeyChoice {
     Hot(f64),
     /// INCRZ: zipfian with this skew (rank 0 hottest).
     Zipf(f64),
+    /// INCR1 with a hot key that changes identity every `every`: this share of transactions hits the
+    /// current hot key.
+    Moving {
+        hot: f64,
+        every: std::time::Duration,
+    },
 }
 
 /// Increment workload settings.
@@ -36,8 +42,11 @@ impl IncrConfig {
             return Err("--keys must be at least 2".into());
         }
         match self.choice {
-            KeyChoice::Hot(h) if !(0.0..=1.0).contains(&h) => {
+            KeyChoice::Hot(h) | KeyChoice::Moving { hot: h, .. } if !(0.0..=1.0).contains(&h) => {
                 Err("--hot must be between 0 and 1".into())
+            }
+            KeyChoice::Moving { every, .. } if every.is_zero() => {
+                Err("the hot key must stay hot for some time".into())
             }
             KeyChoice::Zipf(a) if !(0.0..10.0).contains(&a) || (a - 1.0).abs() < 1e-9 => {
                 Err("--alpha must be in [0, 10) and not exactly 1".into())
@@ -54,6 +63,8 @@ pub struct Incr {
     zipf: Option<Zipf>,
     /// Committed increments per thread, to check the sum of the counters afterwards.
     done: Vec<CachePadded<AtomicU64>>,
+    /// When the tables were loaded: the origin of the moving hot key's schedule.
+    loaded: std::sync::OnceLock<std::time::Instant>,
 }
 
 /// A thread's generator state.
@@ -76,6 +87,7 @@ impl Incr {
             table: 0,
             zipf,
             done: (0..MAX_WORKERS).map(|_| CachePadded::default()).collect(),
+            loaded: std::sync::OnceLock::new(),
         }
     }
 
@@ -88,9 +100,31 @@ impl Incr {
                     rng.random_range(1..self.cfg.keys)
                 }
             }
+            (KeyChoice::Moving { hot, every }, _) => {
+                let hot_key = self.hot_key(every);
+                if rng.random_bool(hot) {
+                    hot_key
+                } else {
+                    (hot_key + rng.random_range(1..self.cfg.keys)) % self.cfg.keys
+                }
+            }
             (_, Some(z)) => z.sample(rng),
             _ => rng.random_range(0..self.cfg.keys),
         }
+    }
+}
+
+impl Incr {
+    /// The hot key of the current period: a different pseudo-random key every `every`. (A replayed
+    /// transaction may pick the period's key, not the one it first had: increments never stash.)
+    pub fn hot_key(&self, every: std::time::Duration) -> u64 {
+        let since = self
+            .loaded
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos();
+        let period = (since / every.as_nanos().max(1)) as u64;
+        period.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17) % self.cfg.keys
     }
 }
 
@@ -99,7 +133,7 @@ impl Workload for Incr {
 
     fn name(&self) -> &'static str {
         match self.cfg.choice {
-            KeyChoice::Hot(_) => "incr1",
+            KeyChoice::Hot(_) | KeyChoice::Moving { .. } => "incr1",
             KeyChoice::Zipf(_) => "incrz",
         }
     }
@@ -119,6 +153,7 @@ impl Workload for Incr {
             db.load(self.table, k, |r| r.set_bytes(1, &k.to_le_bytes()))
                 .expect("keys are distinct");
         }
+        let _ = self.loaded.set(std::time::Instant::now());
     }
 
     fn rng<'a>(&self, thread: &'a mut IncrThread) -> &'a mut SmallRng {
@@ -161,6 +196,10 @@ impl Workload for Incr {
         let mut s = vec![("keys", self.cfg.keys.to_string())];
         match self.cfg.choice {
             KeyChoice::Hot(h) => s.push(("hot", h.to_string())),
+            KeyChoice::Moving { hot, every } => {
+                s.push(("hot", hot.to_string()));
+                s.push(("hot_key_moves_every_s", every.as_secs_f64().to_string()));
+            }
             KeyChoice::Zipf(a) => s.push(("alpha", a.to_string())),
         }
         s

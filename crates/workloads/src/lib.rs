@@ -5,6 +5,8 @@
 pub mod bank;
 mod driver;
 pub mod incr;
+pub mod like;
+pub mod rubis;
 pub mod tpcc;
 pub mod ycsb;
 mod zipf;

@@ -3,6 +3,7 @@
 
 mod claims;
 mod csv;
+mod doppel;
 mod granularity;
 mod granularity_report;
 mod granularity_tpcc;

@@ -34,41 +34,48 @@ const fn todo(name: &'static str, paper: &'static str, setup: &'static str) -> E
 
 /// All 25 experiments, in the order of `EXPERIMENTS.md`.
 pub const ALL: &[Experiment] = &[
-    todo(
-        "incr1",
-        DOPPEL,
-        "increment one of 1M keys; x = % of txns on one hot key; Doppel, OCC, 2PL, Atomic",
-    ),
-    todo(
-        "incr1-scaling",
-        DOPPEL,
-        "INCR1 with every txn on the hot key; x = cores",
-    ),
-    todo(
-        "incr1-moving",
-        DOPPEL,
-        "INCR1 with 10% hot and a hot key that moves every 5 s; throughput over time",
-    ),
-    todo(
-        "incrz",
-        DOPPEL,
-        "increments of zipfian keys, alpha 0-2; throughput and keys split",
-    ),
-    todo(
-        "like",
-        DOPPEL,
-        "LIKE: page counts (zipf 1.4) and user rows; x = % write txns",
-    ),
-    todo(
-        "like-latency",
-        DOPPEL,
-        "LIKE at 50% writes, uniform vs zipf 1.4; p50/p99 latency per txn type",
-    ),
-    todo(
-        "phase-length",
-        DOPPEL,
-        "LIKE variants; x = phase length 1-100 ms; read latency and throughput",
-    ),
+    Experiment {
+        name: "incr1",
+        paper: DOPPEL,
+        setup: "increment one of 1M keys; x = % of txns on one hot key; Doppel, OCC, 2PL, Atomic",
+        run: Some(super::doppel::incr1::run),
+    },
+    Experiment {
+        name: "incr1-scaling",
+        paper: DOPPEL,
+        setup: "INCR1 with every txn on the hot key; x = cores",
+        run: Some(super::doppel::incr1_scaling::run),
+    },
+    Experiment {
+        name: "incr1-moving",
+        paper: DOPPEL,
+        setup: "INCR1 with 10% hot and a hot key that moves every 5 s; throughput over time",
+        run: Some(super::doppel::incr1_moving::run),
+    },
+    Experiment {
+        name: "incrz",
+        paper: DOPPEL,
+        setup: "increments of zipfian keys, alpha 0-2; throughput and keys split",
+        run: Some(super::doppel::incrz::run),
+    },
+    Experiment {
+        name: "like",
+        paper: DOPPEL,
+        setup: "LIKE: page counts (zipf 1.4) and user rows; x = % write txns",
+        run: Some(super::doppel::like::run),
+    },
+    Experiment {
+        name: "like-latency",
+        paper: DOPPEL,
+        setup: "LIKE at 50% writes, uniform vs zipf 1.4; p50/p99 latency per txn type",
+        run: Some(super::doppel::like_latency::run),
+    },
+    Experiment {
+        name: "phase-length",
+        paper: DOPPEL,
+        setup: "LIKE variants; x = phase length 1-100 ms; read latency and throughput",
+        run: Some(super::doppel::phase_length::run),
+    },
     todo(
         "rubis",
         DOPPEL,

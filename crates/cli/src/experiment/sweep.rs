@@ -13,8 +13,8 @@ use crate::bench::{ProtocolName, run_named};
 pub struct Measured {
     /// What the run measured.
     pub result: BenchResult,
-    /// The workload's settings (rows, skew, granularity...).
-    pub settings: Vec<(&'static str, String)>,
+    /// The workload's settings (rows, skew, granularity...) and any other figures of the run.
+    pub settings: Vec<(String, String)>,
 }
 
 /// Runs `workload` on `protocol` and keeps its settings beside the result.
@@ -26,7 +26,11 @@ pub fn measure<W: Workload>(
     let result = run_named(protocol, &mut workload, opts);
     Measured {
         result,
-        settings: workload.settings(),
+        settings: workload
+            .settings()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
     }
 }
 
@@ -222,8 +226,8 @@ pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
             }
         }
         for (k, v) in measured.settings {
-            if !params.iter().any(|(pk, _)| pk == k) {
-                params.push((k.to_string(), v));
+            if !params.iter().any(|(pk, _)| *pk == k) {
+                params.push((k, v));
             }
         }
         rows.push(Row {

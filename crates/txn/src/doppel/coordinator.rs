@@ -78,7 +78,7 @@ pub(super) fn change_phase(
 fn start_split(
     db: &Database<Doppel>,
     role: &MutexGuard<'_, ()>,
-    mut me: Option<&mut TxState<TidWord>>,
+    me: Option<&mut TxState<TidWord>>,
 ) {
     let phases = &db.phases;
     let p = phases.publish_and_wait(
@@ -152,18 +152,24 @@ fn start_split(
     };
     phases.release(role, next);
     phases.schedule(db.config.phase_length);
-    if let Some(m) = me.as_deref_mut() {
+    if let Some(m) = me {
         m.phase = next;
     }
 }
 
 /// The labels for the next split phase: manual labels, records that stay split, and the most
-/// conflicted records of the joined phase that ran a splittable operation. Clears the samples.
+/// conflicted records (this joined phase's conflicts, plus earlier ones halved at each decision)
+/// that ran a splittable operation. Takes the workers' samples.
 fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel> {
     let policy = &db.config.split;
     let mut labels: Vec<SplitLabel> = db.shared.manual.lock().clone();
+    // Conflicts of earlier joined phases count half as much at each decision, so steady contention
+    // too mild to show in one short phase still adds up.
     let merged = &mut coord.conflicts;
-    merged.clear();
+    merged.retain(|_, s| {
+        s.count /= 2;
+        s.count > 0
+    });
     for slot in 0..db.activity.high() {
         // SAFETY: called at a barrier.
         let s = unsafe { db.shared.slot(slot) };
@@ -187,10 +193,10 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
         }
     }
     if policy.auto {
-        let mut hot: Vec<(u64, SplitLabel)> = merged
+        let mut hot: Vec<(u64, SplitLabel, u8)> = merged
             .iter()
             .filter(|(_, s)| s.count >= policy.min_conflicts)
-            .filter_map(|(&(table, key, _), s)| {
+            .filter_map(|(&(table, key, group), s)| {
                 let (col, kind) = s.op?;
                 Some((
                     s.count,
@@ -200,16 +206,19 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
                         col,
                         kind,
                     },
+                    group,
                 ))
             })
             .collect();
         hot.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        for (_, l) in hot {
+        for (_, l, group) in hot {
             if labels.len() >= policy.max_split {
                 break;
             }
             if !taken(&labels, &l) {
                 labels.push(l);
+                // Split now: from here on its split phases decide whether it stays split.
+                merged.remove(&(l.table, l.key, group));
             }
         }
     }
@@ -222,7 +231,7 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
 fn reconcile_and_join(
     db: &Database<Doppel>,
     role: &MutexGuard<'_, ()>,
-    mut me: Option<&mut TxState<TidWord>>,
+    me: Option<&mut TxState<TidWord>>,
 ) {
     let phases = &db.phases;
     let split_phase = phases.published();
@@ -302,7 +311,7 @@ fn reconcile_and_join(
     } else {
         length
     });
-    if let Some(m) = me.as_deref_mut() {
+    if let Some(m) = me {
         m.phase = next;
     }
 }

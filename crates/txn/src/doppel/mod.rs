@@ -276,7 +276,7 @@ fn apply_to_slices(st: &TxState<TidWord>, db: &Database<Doppel>) {
     }
 }
 
-impl<'db> Database<Doppel> {
+impl Database<Doppel> {
     /// Labels column `col` of row `key` of table `t` as split data for operation `kind` in every
     /// split phase from the next one on, whatever the conflict samples say.
     pub fn split(&self, t: TableId, key: u64, col: usize, kind: OpKind) {
