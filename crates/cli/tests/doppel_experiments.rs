@@ -128,3 +128,13 @@ fn incr1_moving_records_throughput_over_time() {
     assert!(t.windows(2).any(|w| w[1] > w[0]));
     assert!(md.contains("recovery after each change"));
 }
+
+#[test]
+fn rubis_runs_both_mixes() {
+    let (header, rows, md) = quick("rubis", 2);
+    let mix = header.iter().position(|h| h == "mix").expect("mix column");
+    let mixes: std::collections::BTreeSet<&str> = rows.iter().map(|r| r[mix].as_str()).collect();
+    assert_eq!(mixes.into_iter().collect::<Vec<_>>(), ["b", "c"]);
+    assert_eq!(protocols(&header, &rows), ["2pl", "doppel", "occ"]);
+    assert!(md.contains("RUBiS-B"));
+}

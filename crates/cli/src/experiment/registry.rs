@@ -76,11 +76,12 @@ pub const ALL: &[Experiment] = &[
         setup: "LIKE variants; x = phase length 1-100 ms; read latency and throughput",
         run: Some(super::doppel::phase_length::run),
     },
-    todo(
-        "rubis",
-        DOPPEL,
-        "RUBiS bidding mix and a 50%-bids zipfian mix with splittable bids",
-    ),
+    Experiment {
+        name: "rubis",
+        paper: DOPPEL,
+        setup: "RUBiS bidding mix and a 50%-bids zipfian mix with splittable bids",
+        run: Some(super::doppel::rubis::run),
+    },
     Experiment {
         name: "granularity-ycsb",
         paper: GRANULARITY,

@@ -10,6 +10,7 @@ pub mod incrz;
 pub mod like;
 pub mod like_latency;
 pub mod phase_length;
+pub mod rubis;
 
 use std::time::Duration;
 
