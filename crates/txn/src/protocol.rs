@@ -18,6 +18,9 @@ pub trait Protocol: Sized + Send + Sync + 'static {
 
     /// State the protocol keeps for the whole database (Doppel: split records and per-core slices).
     type Shared: Default + Send + Sync;
+    /// Whether the protocol orders transactions by age ([`TxState::ts`]: wait-die, SwissTM's
+    /// contention manager); the worker then reads the clock at every transaction's start.
+    const USES_AGE: bool = false;
     /// Whether the protocol runs in phases ([`crate::phase`]); the worker then follows them at each
     /// transaction boundary.
     const PHASED: bool = false;

@@ -17,7 +17,8 @@ pub struct TypeStats {
     pub failures: u64,
     /// Attempts stashed until a later phase (Doppel: they touched split data).
     pub stashed: u64,
-    /// Latency of committed transactions in nanoseconds, from first attempt to commit.
+    /// Latency of committed transactions in nanoseconds, from first attempt to commit, for one
+    /// transaction in [`crate::worker::LATENCY_SAMPLE`] (and every stashed one).
     pub latency_ns: Histogram<u64>,
 }
 

@@ -71,6 +71,7 @@ fn release_write_locks(st: &mut TxState<SwissMeta>, db: &Database<SwissTm>) {
 impl Protocol for SwissTm {
     const NAME: &'static str = "swisstm";
     type Shared = ();
+    const USES_AGE: bool = true;
     type Meta = SwissMeta;
 
     fn new_meta(word: u64) -> SwissMeta {

@@ -147,6 +147,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
         _ => "2pl",
     };
     type Shared = ();
+    const USES_AGE: bool = true;
     type Meta = LockMeta;
 
     fn new_meta(word: u64) -> LockMeta {
