@@ -218,6 +218,51 @@ fn bank_with_audits_allocates_nothing_nocc() {
     bank_with_audits::<NoCc>();
 }
 
+/// Doppel in split phases: increments of a split record go to the worker's per-core slice without
+/// allocating. Phase changes (run by this worker, the only one, as coordinator) may allocate a few
+/// buffers each, so the bound is per phase change, not zero.
+#[test]
+fn doppel_split_increments_allocate_nothing_per_transaction() {
+    use phasedb_txn::{Doppel, OpKind};
+    use phasedb_workloads::incr::{Incr, IncrConfig, KeyChoice};
+    let mut workload = Incr::new(IncrConfig {
+        keys: 1000,
+        choice: KeyChoice::Hot(1.0),
+    });
+    let mut db = Database::<Doppel>::open(Config {
+        phase_length: std::time::Duration::from_millis(5),
+        ..Config::default()
+    });
+    workload.setup(&mut db);
+    db.split(0, 0, 0, OpKind::Add);
+    let mut worker = db.worker();
+    let mut th = workload.thread(0, seed());
+    let mut run = |n: usize| {
+        for _ in 0..n {
+            workload
+                .run_one(&mut th, &mut worker)
+                .expect("increments commit");
+        }
+    };
+    run(WARMUP);
+    let before = db.phase_stats();
+    let allocations = count_allocations(|| run(MEASURED * 10));
+    let after = db.phase_stats();
+    let changes = 2 * (after.split_phases - before.split_phases) + 2;
+    eprintln!(
+        "doppel: {allocations} allocations in {} transactions, {changes} phase changes",
+        MEASURED * 10
+    );
+    assert!(after.slice_ops > 0 || after.split_phases > 0, "{after:?}");
+    assert!(
+        allocations <= 16 * changes,
+        "{allocations} allocations for {changes} phase changes"
+    );
+    drop(worker);
+    assert_eq!(workload.check(&db), Ok(()));
+    assert!(db.phase_stats().slice_ops > 0, "nothing went to a slice");
+}
+
 /// The counter itself works: it sees an allocation made while armed, and none made on other threads.
 #[test]
 fn the_counter_counts_this_thread_only() {
