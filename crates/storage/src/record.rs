@@ -6,38 +6,64 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::row::column_word_mask;
 use crate::schema::Schema;
 
-/// Where the parts of a record sit in its allocation: the key, one `M` per column group, then the row
-/// image as atomic words (so that optimistic readers may copy it while a writer installs a new image).
+/// Where the parts of a record sit in its allocation: the key, then for each column group its
+/// metadata `M` immediately followed by the group's row words (atomic, so that optimistic readers may
+/// copy them while a writer installs). Keeping a group's metadata beside its data means reading one
+/// group touches one run of memory, whatever the number of groups.
 #[derive(Clone, Copy, Debug)]
 pub struct RecordLayout {
-    meta_offset: usize,
-    data_offset: usize,
     groups: usize,
     row_words: usize,
+    /// Per group: byte offset of its metadata, byte offset of its first word, its first row word and
+    /// its number of words.
+    meta_offset: [u32; Schema::MAX_GROUPS],
+    data_offset: [u32; Schema::MAX_GROUPS],
+    first_word: [u32; Schema::MAX_GROUPS],
+    words: [u32; Schema::MAX_GROUPS],
     layout: Layout,
 }
 
 impl RecordLayout {
     /// The layout of records of `schema` whose groups carry metadata of type `M`.
     pub fn of<M>(schema: &Schema) -> RecordLayout {
-        let groups = schema.groups().len();
-        let head = Layout::new::<u64>();
-        let metas = Layout::array::<M>(groups).expect("metadata array fits in memory");
-        let (l, meta_offset) = head.extend(metas).expect("record fits in memory");
-        let words = Layout::array::<AtomicU64>(schema.row_words()).expect("row fits in memory");
-        let (l, data_offset) = l.extend(words).expect("record fits in memory");
-        RecordLayout {
-            meta_offset,
-            data_offset,
-            groups,
+        let groups = schema.groups();
+        let mut l = Layout::new::<u64>();
+        let mut r = RecordLayout {
+            groups: groups.len(),
             row_words: schema.row_words(),
-            layout: l.pad_to_align(),
+            meta_offset: [0; Schema::MAX_GROUPS],
+            data_offset: [0; Schema::MAX_GROUPS],
+            first_word: [0; Schema::MAX_GROUPS],
+            words: [0; Schema::MAX_GROUPS],
+            layout: l,
+        };
+        for (g, group) in groups.iter().enumerate() {
+            let (with_meta, meta) = l.extend(Layout::new::<M>()).expect("record fits in memory");
+            let words = Layout::array::<AtomicU64>(group.words).expect("row fits in memory");
+            let (with_data, data) = with_meta.extend(words).expect("record fits in memory");
+            l = with_data;
+            r.meta_offset[g] = meta as u32;
+            r.data_offset[g] = data as u32;
+            r.first_word[g] = group.word as u32;
+            r.words[g] = group.words as u32;
         }
+        r.layout = l.pad_to_align();
+        r
     }
 
     /// Bytes one record occupies (before allocator overhead).
     pub fn size(&self) -> usize {
         self.layout.size()
+    }
+
+    /// The group holding row word `w`.
+    #[inline]
+    fn group_of(&self, w: usize) -> usize {
+        let mut g = 0;
+        while g + 1 < self.groups && self.first_word[g + 1] as usize <= w {
+            g += 1;
+        }
+        g
     }
 }
 
@@ -86,14 +112,20 @@ impl<M> RecordPtr<M> {
                 std::alloc::handle_alloc_error(layout.layout)
             };
             ptr.as_ptr().cast::<u64>().write(key);
-            let metas = ptr.as_ptr().add(layout.meta_offset).cast::<M>();
             for g in 0..layout.groups {
-                metas.add(g).write(meta(g));
-            }
-            let words = ptr.as_ptr().add(layout.data_offset).cast::<AtomicU64>();
-            for w in 0..layout.row_words {
-                let v = row.map_or(0, |r| r[w]);
-                words.add(w).write(AtomicU64::new(v));
+                ptr.as_ptr()
+                    .add(layout.meta_offset[g] as usize)
+                    .cast::<M>()
+                    .write(meta(g));
+                let words = ptr
+                    .as_ptr()
+                    .add(layout.data_offset[g] as usize)
+                    .cast::<AtomicU64>();
+                let first = layout.first_word[g] as usize;
+                for w in 0..layout.words[g] as usize {
+                    let v = row.map_or(0, |r| r[first + w]);
+                    words.add(w).write(AtomicU64::new(v));
+                }
             }
             RecordPtr {
                 ptr,
@@ -109,9 +141,9 @@ impl<M> RecordPtr<M> {
     pub(crate) unsafe fn free(self, layout: &RecordLayout) {
         // SAFETY: the caller guarantees exclusive ownership; the metas were initialised in `allocate`.
         unsafe {
-            let metas = self.ptr.as_ptr().add(layout.meta_offset).cast::<M>();
             for g in 0..layout.groups {
-                std::ptr::drop_in_place(metas.add(g));
+                let meta = self.ptr.as_ptr().add(layout.meta_offset[g] as usize);
+                std::ptr::drop_in_place(meta.cast::<M>());
             }
             dealloc(self.ptr.as_ptr(), layout.layout);
         }
@@ -144,35 +176,59 @@ impl<M> RecordPtr<M> {
     pub fn meta(&self, layout: &RecordLayout, g: usize) -> &M {
         debug_assert!(g < layout.groups);
         // SAFETY: `g` is in range and the record is alive (see the type's documentation).
-        unsafe { &*self.ptr.as_ptr().add(layout.meta_offset).cast::<M>().add(g) }
+        unsafe {
+            &*self
+                .ptr
+                .as_ptr()
+                .add(layout.meta_offset[g] as usize)
+                .cast::<M>()
+        }
     }
 
-    /// The row image as atomic words.
+    /// The row words of column group `g` (row words `group.word..group.word + group.words`).
     #[inline]
-    pub fn words(&self, layout: &RecordLayout) -> &[AtomicU64] {
-        // SAFETY: the words were initialised at allocation and live as long as the record.
+    pub fn group_words(&self, layout: &RecordLayout, g: usize) -> &[AtomicU64] {
+        debug_assert!(g < layout.groups);
+        // SAFETY: the group's words were initialised at allocation and live as long as the record.
         unsafe {
             std::slice::from_raw_parts(
                 self.ptr
                     .as_ptr()
-                    .add(layout.data_offset)
+                    .add(layout.data_offset[g] as usize)
                     .cast::<AtomicU64>(),
-                layout.row_words,
+                layout.words[g] as usize,
             )
         }
+    }
+
+    /// Row word `w` of the record.
+    #[inline]
+    pub fn word(&self, layout: &RecordLayout, w: usize) -> &AtomicU64 {
+        let g = layout.group_of(w);
+        &self.group_words(layout, g)[w - layout.first_word[g] as usize]
     }
 
     /// Starts loading the record's metadata and row words `first..first + words` into the cache.
     #[inline]
     pub fn prefetch(&self, layout: &RecordLayout, first: usize, words: usize) {
         let base = self.ptr.as_ptr();
+        let g = layout.group_of(first);
+        let from = layout.meta_offset[g] as usize;
+        let last = layout.group_of((first + words).clamp(1, layout.row_words.max(1)) - 1);
+        let to = layout.data_offset[last] as usize + layout.words[last] as usize * 8;
         crate::prefetch::line(base);
-        // SAFETY: the offsets stay inside the record's allocation.
-        let data = unsafe { base.add(layout.data_offset + first * 8) };
-        let end = (first + words).min(layout.row_words) - first.min(layout.row_words);
-        for off in (0..end * 8).step_by(64) {
-            // SAFETY: `off` is inside the row, which is inside the allocation.
-            crate::prefetch::line(unsafe { data.add(off) });
+        for off in (from..to).step_by(64) {
+            // SAFETY: `off` is inside the record's allocation.
+            crate::prefetch::line(unsafe { base.add(off) });
+        }
+    }
+
+    /// Copies the row words of group `g` into `out` (exactly as long) with relaxed loads; torn copies
+    /// as in [`RecordPtr::copy_words`].
+    #[inline]
+    pub fn copy_group(&self, layout: &RecordLayout, g: usize, out: &mut [u64]) {
+        for (o, x) in out.iter_mut().zip(self.group_words(layout, g)) {
+            *o = x.load(Ordering::Relaxed);
         }
     }
 
@@ -180,9 +236,20 @@ impl<M> RecordPtr<M> {
     /// if a writer is installing; the caller detects that with its metadata (seqlock style).
     #[inline]
     pub fn copy_words(&self, layout: &RecordLayout, first: usize, out: &mut [u64]) {
-        let words = &self.words(layout)[first..first + out.len()];
-        for (o, w) in out.iter_mut().zip(words) {
-            *o = w.load(Ordering::Relaxed);
+        let mut w = first;
+        let end = first + out.len();
+        while w < end {
+            let g = layout.group_of(w);
+            let start = layout.first_word[g] as usize;
+            let words = self.group_words(layout, g);
+            let n = (start + words.len()).min(end) - w;
+            for (o, x) in out[w - first..w - first + n]
+                .iter_mut()
+                .zip(&words[w - start..w - start + n])
+            {
+                *o = x.load(Ordering::Relaxed);
+            }
+            w += n;
         }
     }
 
@@ -195,15 +262,15 @@ impl<M> RecordPtr<M> {
         columns: u64,
         src: &[u64],
     ) {
-        let words = self.words(layout);
-        for group in schema.groups() {
+        for (g, group) in schema.groups().iter().enumerate() {
             let cols = group.columns & columns;
             if cols == 0 {
                 continue;
             }
+            let words = self.group_words(layout, g);
             if cols == group.columns {
-                for w in group.word..group.word + group.words {
-                    words[w].store(src[w], Ordering::Relaxed);
+                for (word, v) in words.iter().zip(&src[group.word..group.word + group.words]) {
+                    word.store(*v, Ordering::Relaxed);
                 }
                 continue;
             }
@@ -212,12 +279,63 @@ impl<M> RecordPtr<M> {
                 let c = m.trailing_zeros() as usize;
                 m &= m - 1;
                 let (first, last) = schema.column(c).word_span();
-                for (w, word) in words.iter().enumerate().take(last + 1).skip(first) {
+                for w in first..=last {
+                    let word = &words[w - group.word];
                     let mask = column_word_mask(schema, c, w);
                     let old = word.load(Ordering::Relaxed);
                     word.store((old & !mask) | (src[w] & mask), Ordering::Relaxed);
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::ColumnType;
+
+    fn schema() -> Schema {
+        Schema::builder()
+            .column("a", ColumnType::U64, 0)
+            .column("b", ColumnType::Fixed(20), 1)
+            .column("c", ColumnType::U64, 2)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn each_group_sits_beside_its_metadata() {
+        let s = schema();
+        let l = RecordLayout::of::<u64>(&s);
+        for g in 0..3 {
+            assert_eq!(l.data_offset[g] - l.meta_offset[g], 8, "group {g}");
+        }
+        assert!(l.meta_offset[1] as usize >= l.data_offset[0] as usize + 8);
+        let row: Vec<u64> = (10..10 + s.row_words() as u64).collect();
+        let r = RecordPtr::<u64>::allocate(&l, 7, |g| 100 + g as u64, Some(&row));
+        assert_eq!(r.key(), 7);
+        for (g, group) in s.groups().iter().enumerate() {
+            assert_eq!(*r.meta(&l, g), 100 + g as u64);
+            let words: Vec<u64> = r
+                .group_words(&l, g)
+                .iter()
+                .map(|w| w.load(Ordering::Relaxed))
+                .collect();
+            assert_eq!(words, row[group.word..group.word + group.words]);
+        }
+        let mut all = vec![0; s.row_words()];
+        r.copy_words(&l, 0, &mut all);
+        assert_eq!(all, row);
+        let mut middle = vec![0; s.row_words() - 1];
+        r.copy_words(&l, 1, &mut middle);
+        assert_eq!(middle, row[1..]);
+        let mut src = vec![0u64; s.row_words()];
+        src[s.row_words() - 1] = 99;
+        r.install_columns(&l, &s, 1 << 2, &src);
+        assert_eq!(r.word(&l, s.row_words() - 1).load(Ordering::Relaxed), 99);
+        assert_eq!(r.word(&l, 0).load(Ordering::Relaxed), row[0]);
+        // SAFETY: the record was never shared.
+        unsafe { r.free(&l) };
     }
 }

@@ -266,7 +266,7 @@ mod tests {
         ));
         let r = t.get(9, &guard).unwrap();
         assert_eq!(r.meta(t.layout(), 0).load(Ordering::Relaxed), 9);
-        assert_eq!(r.words(t.layout())[0].load(Ordering::Relaxed), 90);
+        assert_eq!(r.word(t.layout(), 0).load(Ordering::Relaxed), 90);
         let mut keys = vec![];
         t.scan(2, 9, &guard, |r| {
             keys.push(r.key());

@@ -152,7 +152,7 @@ impl Protocol for Adaptive {
             }
             let word = m.word.0.load(Ordering::Acquire);
             if word & ABSENT == 0 {
-                rec.copy_words(layout, first, &mut st.row[first..first + words]);
+                rec.copy_group(layout, g, &mut st.row[first..first + words]);
             }
             st.last_extra = LOCKED_READ;
             return Ok(word);
@@ -161,7 +161,7 @@ impl Protocol for Adaptive {
         let out = &mut st.row[first..first + words];
         m.word.read_stable(|word| {
             if word & ABSENT == 0 {
-                rec.copy_words(layout, first, out);
+                rec.copy_group(layout, g, out);
             }
         })
     }

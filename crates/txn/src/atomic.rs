@@ -65,7 +65,7 @@ impl Protocol for Atomic {
         if rec.meta(table.layout(), column.group).load() & ABSENT != 0 {
             return Some(Ok(false));
         }
-        let word = &rec.words(table.layout())[column.offset / 8];
+        let word = rec.word(table.layout(), column.offset / 8);
         if matches!(op, SplitOp::OPut { .. } | SplitOp::TopKInsert { .. }) {
             return Some(Err(ONLY_SPLITTABLE));
         }

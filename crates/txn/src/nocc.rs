@@ -35,7 +35,7 @@ impl Protocol for NoCc {
     ) -> TxResult<u64> {
         let word = rec.meta(layout, g).load();
         if word & ABSENT == 0 {
-            rec.copy_words(layout, first, &mut st.row[first..first + words]);
+            rec.copy_group(layout, g, &mut st.row[first..first + words]);
         }
         Ok(word & (TID_MASK | ABSENT))
     }

@@ -39,7 +39,7 @@ impl Protocol for Occ {
         let out = &mut st.row[first..first + words];
         meta.read_stable(|word| {
             if word & ABSENT == 0 {
-                rec.copy_words(layout, first, out);
+                rec.copy_group(layout, g, out);
             }
         })
     }

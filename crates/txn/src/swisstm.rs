@@ -98,7 +98,7 @@ impl Protocol for SwissTm {
         let out = &mut st.row[first..first + words];
         m.word.read_stable(|word| {
             if word & ABSENT == 0 {
-                rec.copy_words(layout, first, out);
+                rec.copy_group(layout, g, out);
             }
         })
     }

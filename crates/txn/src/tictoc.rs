@@ -74,7 +74,7 @@ impl Protocol for TicToc {
         let word = m.word.read_stable(|word| {
             rts = m.rts.load(Ordering::Acquire);
             if word & ABSENT == 0 {
-                rec.copy_words(layout, first, out);
+                rec.copy_group(layout, g, out);
             }
         })?;
         st.last_extra = rts.max(tid(word));

@@ -173,7 +173,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
         let m = rec.meta(layout, g);
         let out = |st: &mut TxState<LockMeta>, word: u64| {
             if word & ABSENT == 0 {
-                rec.copy_words(layout, first, &mut st.row[first..first + words]);
+                rec.copy_group(layout, g, &mut st.row[first..first + words]);
             }
         };
         if holds_exclusive(st, rec, g as u8) || holds_shared(st, rec, g as u8) {

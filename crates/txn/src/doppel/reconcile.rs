@@ -44,7 +44,9 @@ fn merge_entry(db: &Database<Doppel>, e: &SplitEntry, slice: &[u64], buf: &mut V
         std::hint::spin_loop();
     };
     let (first, last) = col.word_span();
-    let words = &e.rec.words(layout)[first..=last];
+    let group = &table.schema().groups()[e.group as usize];
+    let words =
+        &e.rec.group_words(layout, e.group as usize)[first - group.word..=last - group.word];
     buf.clear();
     buf.extend(words.iter().map(|w| w.load(Ordering::Relaxed)));
     let start = col.offset - first * 8;
