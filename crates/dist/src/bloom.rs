@@ -1,18 +1,17 @@
 //! The Bloom filter RAMP-H writers attach to versions (256 bits and 4 hashes by default).
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
 use crate::msg::Key;
+use crate::words::Words;
 
 /// A Bloom filter over item keys; it carries its own size so readers need no configuration.
-/// Its bits are shared, so copies held by versions and read results cost no allocation, and
-/// they travel as raw little-endian bytes.
+/// Copies cost no allocation ([`Words`]: a default filter is held in place) and filters travel as
+/// raw little-endian bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bloom {
     #[serde(with = "words_as_bytes")]
-    words: Arc<[u64]>,
+    words: Words,
     hashes: u8,
 }
 
@@ -29,22 +28,29 @@ fn mix(mut z: u64) -> u64 {
 
 fn positions(key: Key, nbits: usize, hashes: u8) -> impl Iterator<Item = usize> {
     let nbits = nbits as u64;
+    let mask = nbits.is_power_of_two().then(|| nbits - 1);
     let h1 = mix(key);
     let h2 = mix(key ^ 0x9e37_79b9_7f4a_7c15) | 1;
-    (0..hashes as u64).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % nbits) as usize)
+    (0..hashes as u64).map(move |i| {
+        let h = h1.wrapping_add(i.wrapping_mul(h2));
+        match mask {
+            Some(m) => (h & m) as usize,
+            None => (h % nbits) as usize,
+        }
+    })
 }
 
 /// The filter's words on the wire: one byte string, eight little-endian bytes per word.
 mod words_as_bytes {
-    use std::sync::Arc;
-
     use serde::de::{Error, Visitor};
     use serde::{Deserializer, Serializer};
+
+    use crate::words::Words;
 
     /// Filters up to this many words are encoded without allocating.
     const STACK_WORDS: usize = 8;
 
-    pub fn serialize<S: Serializer>(words: &Arc<[u64]>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(words: &Words, s: S) -> Result<S::Ok, S::Error> {
         let mut stack = [0u8; STACK_WORDS * 8];
         let mut heap = Vec::new();
         let buf: &mut [u8] = if words.len() <= STACK_WORDS {
@@ -59,28 +65,27 @@ mod words_as_bytes {
         s.serialize_bytes(buf)
     }
 
-    struct Words;
+    struct WordBytes;
 
-    impl Visitor<'_> for Words {
-        type Value = Arc<[u64]>;
+    impl Visitor<'_> for WordBytes {
+        type Value = Words;
 
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("Bloom filter words as bytes, a multiple of 8 long")
         }
 
-        fn visit_bytes<E: Error>(self, b: &[u8]) -> Result<Arc<[u64]>, E> {
+        fn visit_bytes<E: Error>(self, b: &[u8]) -> Result<Words, E> {
             if !b.len().is_multiple_of(8) || b.len() > (1 << 16) / 8 {
                 return Err(E::invalid_length(b.len(), &self));
             }
-            Ok(b
-                .chunks_exact(8)
+            Ok(b.chunks_exact(8)
                 .map(|c| u64::from_le_bytes(c.try_into().expect("chunks of 8")))
                 .collect())
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<[u64]>, D::Error> {
-        d.deserialize_bytes(Words)
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Words, D::Error> {
+        d.deserialize_bytes(WordBytes)
     }
 }
 

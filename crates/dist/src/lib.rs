@@ -27,5 +27,7 @@ pub mod server;
 pub mod sim;
 pub mod ts;
 pub mod txn_check;
+pub mod words;
+pub mod write_set;
 
 pub use msg::{Algorithm, Key, Msg, Outcome, ReadValue, Ts, TxnSpec, Value};

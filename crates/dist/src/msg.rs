@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::bloom::Bloom;
+pub use crate::write_set::WriteSet;
 use phasedb_net::Addr;
 
 /// An item id; items are hash-partitioned by it.
@@ -12,13 +13,14 @@ pub type Ts = u64;
 /// An item's value; `None` in a result is the initial null value.
 pub type Value = Vec<u8>;
 
-/// Metadata a writer attaches to each version so readers can detect fractured reads.
+/// Metadata a writer attaches to each version so readers can detect fractured reads. Copies cost no
+/// allocation: small write sets are held in place, larger ones and Bloom filters are shared.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Meta {
     /// RAMP-S and the baselines: the timestamp alone.
     None,
     /// RAMP-F: the transaction's whole write set.
-    WriteSet(Vec<Key>),
+    WriteSet(WriteSet),
     /// RAMP-H: a Bloom filter over the write set.
     Bloom(Bloom),
 }
@@ -32,8 +34,11 @@ pub enum GetMode {
     LatestTs,
     /// The version with exactly this timestamp (RAMP-F second round).
     Exact(Ts),
-    /// The highest-timestamped version whose timestamp is in the set (RAMP-S/H second round).
+    /// The highest-timestamped version whose timestamp is in the set (RAMP-H second round).
     InSet(Vec<Ts>),
+    /// The highest-timestamped version whose timestamp is in the request's `ts_set` (RAMP-S second
+    /// round: every item is matched against the same set, so it travels once per server).
+    InRequestSet,
     /// E-PCI: the newest version whose commit time is at most this read timestamp.
     AtTime(u64),
 }
@@ -254,6 +259,8 @@ pub enum Msg {
         rid: u64,
         /// Items and which version of each.
         reads: Vec<(Key, GetMode)>,
+        /// The timestamps [`GetMode::InRequestSet`] items are matched against (empty otherwise).
+        ts_set: Vec<Ts>,
     },
     /// GET's answer, one result per item in request order.
     GetReply {
@@ -373,6 +380,23 @@ impl Msg {
             | Msg::LockGranted { rid, .. }
             | Msg::RunReply { rid, .. } => Some(*rid),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use phasedb_net::wire::{HEADER, decode_batch, encode_frame};
+
+    #[test]
+    fn write_sets_of_any_size_survive_the_wire() {
+        for n in [0u64, 1, 4, 16, 17, 300] {
+            let meta = Meta::WriteSet((0..n).map(|k| k * 1_000_003).collect());
+            let frame = encode_frame(std::slice::from_ref(&meta)).unwrap();
+            let mut back: Vec<Meta> = Vec::new();
+            decode_batch(&frame[HEADER..], &mut back).unwrap();
+            assert_eq!(back, [meta], "{n} keys");
         }
     }
 }

@@ -20,6 +20,15 @@ pub trait Transport<M> {
     fn now(&self) -> u64;
     /// Queues `msg` for `to`; delivery is asynchronous and, under the simulator, may fail.
     fn send(&mut self, to: Addr, msg: M);
+
+    /// Sends `msg` while the caller keeps it (to resend it later). The TCP runtime encodes straight
+    /// from the reference; the default sends a clone.
+    fn send_copy(&mut self, to: Addr, msg: &M)
+    where
+        M: Clone,
+    {
+        self.send(to, msg.clone());
+    }
 }
 
 /// A sans-I/O state machine: reacts to messages and ticks, never blocks and does no I/O itself.

@@ -101,7 +101,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
     ) -> TxResult<R> {
         let clock = &self.db.clock;
         self.sample = self.sample.wrapping_add(1);
-        let timed = self.sample % LATENCY_SAMPLE == 0;
+        let timed = self.sample.is_multiple_of(LATENCY_SAMPLE);
         let start = if timed || P::USES_AGE { clock.raw() } else { 0 };
         if P::USES_AGE {
             self.state.ts = (clock.delta_as_nanos(self.db.opened_raw, start) << 10)

@@ -17,6 +17,9 @@ pub struct NodeArgs {
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
+    /// On a clean stop, write the server's final counters to this file (`name value` lines).
+    #[arg(long)]
+    stats: Option<PathBuf>,
 }
 
 /// Runs `phasedb node`; returns the process exit code.
@@ -71,6 +74,12 @@ pub fn run(args: NodeArgs) -> i32 {
     });
     match result {
         Ok(stats) => {
+            if let Some(path) = &args.stats
+                && let Err(e) = std::fs::write(path, stats.to_text())
+            {
+                eprintln!("error: cannot write {}: {e}", path.display());
+                return 1;
+            }
             if !args.quiet {
                 eprintln!(
                     "node {} stopped cleanly: {} versions held, {} collected, {} pending, {} committed by CTP, {} aborted by CTP",

@@ -105,22 +105,30 @@ pub const ALL: &[Experiment] = &[
         PDUR,
         "Twitter-like timeline/post/follow mix; x = partitions",
     ),
-    todo(
-        "ramp-clients",
-        RAMP,
-        "5 partitions, YCSB zipf, 95% read-only txns of 4 ops; x = clients; RAMP-F/S/H vs locks",
-    ),
-    todo(
-        "ramp-sweeps",
-        RAMP,
-        "vary read %, txn size, value size and database size",
-    ),
-    todo(
-        "ramp-ctp",
-        RAMP,
-        "RAMP-F writes with dropped COMMIT messages; cooperative termination",
-    ),
-    todo("ramp-scale", RAMP, "uniform access; x = servers"),
+    Experiment {
+        name: "ramp-clients",
+        paper: RAMP,
+        setup: "5 partitions, YCSB zipf, 95% read-only txns of 4 ops; x = clients; RAMP-F/S/H vs locks",
+        run: Some(super::ramp_clients::run),
+    },
+    Experiment {
+        name: "ramp-sweeps",
+        paper: RAMP,
+        setup: "vary read %, txn size, value size and database size",
+        run: Some(super::ramp_sweeps::run),
+    },
+    Experiment {
+        name: "ramp-ctp",
+        paper: RAMP,
+        setup: "RAMP-F writes with dropped COMMIT messages; cooperative termination",
+        run: Some(super::ramp_ctp::run),
+    },
+    Experiment {
+        name: "ramp-scale",
+        paper: RAMP,
+        setup: "uniform access; x = servers",
+        run: Some(super::ramp_scale::run),
+    },
     todo(
         "star-compare",
         STAR,

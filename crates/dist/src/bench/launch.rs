@@ -9,6 +9,7 @@ use phasedb_net::ClusterConfig;
 use phasedb_net::config::{NetSettings, ServerSettings};
 
 use crate::node::wait_listening;
+use crate::server::ServerStats;
 
 /// Node processes and the configuration file they share; stopped (SIGTERM, then SIGKILL) on drop.
 pub struct ProcessCluster {
@@ -62,6 +63,8 @@ impl ProcessCluster {
                 .arg(&path)
                 .arg("--id")
                 .arg(id.to_string())
+                .arg("--stats")
+                .arg(cluster.stats_path(id))
                 .arg("--quiet")
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -88,7 +91,39 @@ impl ProcessCluster {
         self.shutdown(grace)
     }
 
+    /// Stops the nodes like [`ProcessCluster::stop`]; returns each node's final counters, `None`
+    /// for a node that did not exit cleanly.
+    pub fn stop_with_stats(mut self, grace: Duration) -> Vec<Option<ServerStats>> {
+        self.signal_and_wait(grace);
+        let stats = (0..self.config.nodes.len())
+            .map(|id| {
+                let text = std::fs::read_to_string(self.stats_path(id)).ok()?;
+                ServerStats::from_text(&text).ok()
+            })
+            .collect();
+        self.release();
+        stats
+    }
+
+    fn stats_path(&self, id: usize) -> PathBuf {
+        self.dir.join(format!("node-{id}.stats"))
+    }
+
     fn shutdown(&mut self, grace: Duration) -> usize {
+        let clean = self.signal_and_wait(grace);
+        self.release();
+        clean
+    }
+
+    /// Forgets the (reaped) children and removes the configuration directory.
+    fn release(&mut self) {
+        self.children.clear();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    /// SIGTERM to every node still running, then waits up to `grace` and kills the rest; returns
+    /// how many exited cleanly.
+    fn signal_and_wait(&mut self, grace: Duration) -> usize {
         for c in &self.children {
             // SAFETY: kill(2) on a child we spawned and have not reaped; no memory is touched.
             unsafe {
@@ -115,8 +150,6 @@ impl ProcessCluster {
                 }
             }
         }
-        self.children.clear();
-        let _ = std::fs::remove_dir_all(&self.dir);
         clean
     }
 }

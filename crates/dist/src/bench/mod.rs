@@ -137,8 +137,8 @@ pub fn run(
         }));
     }
     let start = Instant::now();
-    let mut measure_start = None;
-    let end = bench.warmup + bench.duration;
+    let mut measure_start: Option<Instant> = None;
+    let mut stopped_early = false;
     loop {
         let elapsed = start.elapsed();
         progress(elapsed, control.finished.load(Ordering::Relaxed));
@@ -146,13 +146,18 @@ pub fn run(
             control.phase.store(MEASURE, Ordering::Relaxed);
             measure_start = Some(Instant::now());
         }
-        if elapsed >= end {
+        if measure_start.is_some_and(|m| m.elapsed() >= bench.duration) {
             break;
         }
         if threads.iter().any(|t| t.is_finished()) {
+            stopped_early = true;
             break;
         }
-        std::thread::sleep((end - elapsed).min(Duration::from_millis(100)));
+        let next = match measure_start {
+            None => bench.warmup.saturating_sub(elapsed),
+            Some(m) => bench.duration.saturating_sub(m.elapsed()),
+        };
+        std::thread::sleep(next.min(Duration::from_millis(100)));
     }
     control.phase.store(STOP, Ordering::Relaxed);
     let measured = measure_start.map_or(Duration::ZERO, |s| s.elapsed());
@@ -172,7 +177,7 @@ pub fn run(
             all.merge(r);
         }
     }
-    if measured < bench.duration.mul_f64(0.5) {
+    if stopped_early {
         return Err("the clients stopped early (is the cluster running?)".into());
     }
     let verified = recorder.map(|r| {

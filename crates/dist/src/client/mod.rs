@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use crate::epci::client as epci;
 use crate::locking::client as locking;
 use crate::msg::{Algorithm, GetMode, Key, Meta, Msg, Outcome, ReadResult, ReadValue, Ts, TxnSpec};
-use crate::ramp::client::{self as ramp, FirstRound, RampKind};
+use crate::ramp::client::{self as ramp, FirstRoundView, RampKind};
 use crate::ts::TsGen;
 use phasedb_net::{Addr, Transport};
 pub use router::Router;
@@ -63,6 +63,20 @@ struct Slot {
     ctime: u64,
     value: Vec<u8>,
     meta: Meta,
+}
+
+impl FirstRoundView for Slot {
+    fn key(&self) -> Key {
+        self.key
+    }
+
+    fn ts(&self) -> Ts {
+        self.ts
+    }
+
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
 }
 
 /// One client: runs one transaction at a time through GET_ALL and PUT_ALL (or a baseline's rounds).
@@ -163,10 +177,11 @@ impl TxnClient {
     ) {
         self.step = step;
         self.remaining = requests.len();
-        self.answered = vec![false; requests.len()];
+        self.answered.clear();
+        self.answered.resize(requests.len(), false);
         self.sent_at = net.now();
         for (to, m) in &requests {
-            net.send(*to, m.clone());
+            net.send_copy(*to, m);
         }
         self.requests = requests;
     }
@@ -218,7 +233,7 @@ impl TxnClient {
             _ => GetMode::Latest,
         };
         let keys: Vec<(Key, GetMode)> = self.txn.reads.iter().map(|&k| (k, mode.clone())).collect();
-        self.send_gets(net, Step::Read1, keys);
+        self.send_gets(net, Step::Read1, keys, Vec::new());
     }
 
     fn send_gets<T: Transport<Msg>>(
@@ -226,13 +241,17 @@ impl TxnClient {
         net: &mut T,
         step: Step,
         reads: Vec<(Key, GetMode)>,
+        ts_set: Vec<Ts>,
     ) {
         let rid = self.next_rid();
         let requests = self
             .router
             .group(reads)
             .into_iter()
-            .map(|(to, reads)| (to, Msg::Get { rid, reads }))
+            .map(|(to, reads)| {
+                let ts_set = ts_set.clone();
+                (to, Msg::Get { rid, reads, ts_set })
+            })
             .collect();
         self.send_round(net, step, requests);
     }
@@ -437,26 +456,18 @@ impl TxnClient {
                 None
             }
             Step::Read1 => {
-                let first: Vec<FirstRound> = self
-                    .reads
-                    .iter()
-                    .map(|s| FirstRound {
-                        key: s.key,
-                        ts: s.ts,
-                        meta: s.meta.clone(),
-                    })
-                    .collect();
-                let second = match self.settings.algorithm {
-                    Algorithm::RampFast => ramp::second_round_fast(&first),
-                    Algorithm::RampSmall => ramp::second_round_small(&first),
-                    Algorithm::RampHybrid => ramp::second_round_hybrid(&first),
-                    _ => Vec::new(),
+                let first = &self.reads;
+                let (second, ts_set) = match self.settings.algorithm {
+                    Algorithm::RampFast => (ramp::second_round_fast(first), Vec::new()),
+                    Algorithm::RampSmall => ramp::second_round_small(first),
+                    Algorithm::RampHybrid => (ramp::second_round_hybrid(first), Vec::new()),
+                    _ => (Vec::new(), Vec::new()),
                 };
                 if second.is_empty() {
                     self.reads_done(net)
                 } else {
                     self.rounds = 2;
-                    self.send_gets(net, Step::Read2, second);
+                    self.send_gets(net, Step::Read2, second, ts_set);
                     None
                 }
             }
@@ -588,7 +599,7 @@ impl TxnClient {
         self.sent_at = net.now();
         for (i, (to, m)) in self.requests.iter().enumerate() {
             if !self.answered[i] {
-                net.send(*to, m.clone());
+                net.send_copy(*to, m);
             }
         }
     }

@@ -16,10 +16,35 @@ pub struct FirstRound {
     pub meta: Meta,
 }
 
+/// What the second-round decisions need of a first-round version; the client reads them straight
+/// from its read slots.
+pub trait FirstRoundView {
+    /// The item.
+    fn key(&self) -> Key;
+    /// Its lastCommit timestamp.
+    fn ts(&self) -> Ts;
+    /// The writer's metadata.
+    fn meta(&self) -> &Meta;
+}
+
+impl FirstRoundView for FirstRound {
+    fn key(&self) -> Key {
+        self.key
+    }
+
+    fn ts(&self) -> Ts {
+        self.ts
+    }
+
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
+}
+
 /// The metadata a writer attaches: the write set (RAMP-F), a Bloom filter over it (RAMP-H) or nothing.
 pub fn write_meta(kind: RampKind, keys: &[Key], bloom_bits: usize, bloom_hashes: u8) -> Meta {
     match kind {
-        RampKind::Fast => Meta::WriteSet(keys.to_vec()),
+        RampKind::Fast => Meta::WriteSet(keys.into()),
         RampKind::Small => Meta::None,
         RampKind::Hybrid => Meta::Bloom(Bloom::of(keys.iter().copied(), bloom_bits, bloom_hashes)),
     }
@@ -38,16 +63,45 @@ pub enum RampKind {
 
 /// RAMP-F (Algorithm 1, lines 26–32): from every version's write set, the highest timestamp each
 /// requested item should have; fetch by exact timestamp every item read below it.
-pub fn second_round_fast(first: &[FirstRound]) -> Vec<(Key, GetMode)> {
-    let mut latest: FxHashMap<Key, Ts> = FxHashMap::default();
-    for v in first {
-        latest.entry(v.key).or_insert(0);
+pub fn second_round_fast<V: FirstRoundView>(first: &[V]) -> Vec<(Key, GetMode)> {
+    if first.len() > SMALL_READ_SET {
+        return second_round_fast_indexed(first);
+    }
+    let mut slots = [0 as Ts; SMALL_READ_SET];
+    let want = &mut slots[..first.len()];
+    for (w, v) in want.iter_mut().zip(first) {
+        *w = v.ts();
     }
     for v in first {
-        if let Meta::WriteSet(siblings) = &v.meta {
-            for k in siblings {
+        if let Meta::WriteSet(siblings) = v.meta() {
+            for (w, r) in want.iter_mut().zip(first) {
+                if v.ts() > *w && siblings.contains(&r.key()) {
+                    *w = v.ts();
+                }
+            }
+        }
+    }
+    first
+        .iter()
+        .zip(want.iter())
+        .filter(|(v, want)| **want > v.ts())
+        .map(|(v, want)| (v.key(), GetMode::Exact(*want)))
+        .collect()
+}
+
+/// Read sets up to this size are matched against write sets by scanning; larger ones by a map.
+const SMALL_READ_SET: usize = 16;
+
+fn second_round_fast_indexed<V: FirstRoundView>(first: &[V]) -> Vec<(Key, GetMode)> {
+    let mut latest: FxHashMap<Key, Ts> = FxHashMap::default();
+    for v in first {
+        latest.entry(v.key()).or_insert(0);
+    }
+    for v in first {
+        if let Meta::WriteSet(siblings) = v.meta() {
+            for k in siblings.iter() {
                 if let Some(l) = latest.get_mut(k) {
-                    *l = (*l).max(v.ts);
+                    *l = (*l).max(v.ts());
                 }
             }
         }
@@ -55,41 +109,43 @@ pub fn second_round_fast(first: &[FirstRound]) -> Vec<(Key, GetMode)> {
     first
         .iter()
         .filter_map(|v| {
-            let want = latest[&v.key];
-            (want > v.ts).then_some((v.key, GetMode::Exact(want)))
+            let want = latest[&v.key()];
+            (want > v.ts()).then_some((v.key(), GetMode::Exact(want)))
         })
         .collect()
 }
 
-/// RAMP-S (Algorithm 2, lines 12–14): every item again, with the set of all first-round timestamps.
-pub fn second_round_small(first: &[FirstRound]) -> Vec<(Key, GetMode)> {
-    let mut set: Vec<Ts> = first.iter().map(|v| v.ts).collect();
+/// RAMP-S (Algorithm 2, lines 12–14): every item again, matched against the set of all first-round
+/// timestamps, which the request carries once.
+pub fn second_round_small<V: FirstRoundView>(first: &[V]) -> (Vec<(Key, GetMode)>, Vec<Ts>) {
+    let mut set: Vec<Ts> = first.iter().map(|v| v.ts()).collect();
     set.sort_unstable();
     set.dedup();
-    first
+    let reads = first
         .iter()
-        .map(|v| (v.key, GetMode::InSet(set.clone())))
-        .collect()
+        .map(|v| (v.key(), GetMode::InRequestSet))
+        .collect();
+    (reads, set)
 }
 
 /// RAMP-H (Algorithm 3, lines 6–12): for every pair where version `vi` is newer than `vj` and `vi`'s
 /// Bloom filter says `vj`'s item MAY be in `vi`'s write set, fetch `vj`'s item at `vi`'s timestamp.
 /// A filter that answers "certainly not" means no sibling is missing, so nothing is fetched.
-pub fn second_round_hybrid(first: &[FirstRound]) -> Vec<(Key, GetMode)> {
+pub fn second_round_hybrid<V: FirstRoundView>(first: &[V]) -> Vec<(Key, GetMode)> {
     let mut fetch: Vec<(Key, Vec<Ts>)> = Vec::new();
     for vj in first {
         let mut want: Vec<Ts> = Vec::new();
         for vi in first {
-            if vi.ts > vj.ts
-                && let Meta::Bloom(b) = &vi.meta
-                && b.may_contain(vj.key)
-                && !want.contains(&vi.ts)
+            if vi.ts() > vj.ts()
+                && !want.contains(&vi.ts())
+                && let Meta::Bloom(b) = vi.meta()
+                && b.may_contain(vj.key())
             {
-                want.push(vi.ts);
+                want.push(vi.ts());
             }
         }
         if !want.is_empty() {
-            fetch.push((vj.key, want));
+            fetch.push((vj.key(), want));
         }
     }
     fetch
@@ -109,13 +165,35 @@ mod tests {
     #[test]
     fn fast_fetches_the_missing_sibling_by_timestamp() {
         // Figure 1: x1 committed with sibling y, y still at the initial version.
-        let first = [v(1, 10, Meta::WriteSet(vec![1, 2])), v(2, 0, Meta::None)];
+        let first = [
+            v(1, 10, Meta::WriteSet(vec![1, 2].into())),
+            v(2, 0, Meta::None),
+        ];
         assert_eq!(second_round_fast(&first), vec![(2, GetMode::Exact(10))]);
         let atomic = [
-            v(1, 10, Meta::WriteSet(vec![1, 2])),
-            v(2, 10, Meta::WriteSet(vec![1, 2])),
+            v(1, 10, Meta::WriteSet(vec![1, 2].into())),
+            v(2, 10, Meta::WriteSet(vec![1, 2].into())),
         ];
         assert!(second_round_fast(&atomic).is_empty(), "no race, one round");
+    }
+
+    #[test]
+    fn fast_scan_and_map_agree() {
+        for seed in 0..200u64 {
+            let n = 2 + (seed % 6) as usize;
+            let first: Vec<FirstRound> = (0..n as u64)
+                .map(|k| {
+                    let ts = (seed * 7 + k * 13) % 5;
+                    let ws: Vec<Key> = (0..n as u64).filter(|j| (seed >> j) & 1 == 1).collect();
+                    v(k, ts, Meta::WriteSet(ws.into()))
+                })
+                .collect();
+            assert_eq!(
+                second_round_fast(&first),
+                second_round_fast_indexed(&first),
+                "seed {seed}"
+            );
+        }
     }
 
     #[test]
@@ -137,12 +215,9 @@ mod tests {
     #[test]
     fn small_always_asks_every_item_with_every_timestamp() {
         let first = [v(1, 10, Meta::None), v(2, 0, Meta::None)];
-        let second = second_round_small(&first);
+        let (second, set) = second_round_small(&first);
         assert_eq!(second.len(), 2);
-        assert!(
-            second
-                .iter()
-                .all(|(_, m)| *m == GetMode::InSet(vec![0, 10]))
-        );
+        assert!(second.iter().all(|(_, m)| *m == GetMode::InRequestSet));
+        assert_eq!(set, [0, 10]);
     }
 }

@@ -4,6 +4,7 @@
 //! state machine: [`PartitionServer::handle`] takes one message and answers through the transport.
 
 mod ctp;
+mod stats_text;
 pub mod store;
 
 use std::collections::VecDeque;
@@ -152,7 +153,7 @@ impl PartitionServer {
                 let ctime = self.commit_request(net, ts);
                 net.send(from, Msg::CommitAck { rid, ctime });
             }
-            Msg::Get { rid, reads } => self.get(net, from, rid, reads),
+            Msg::Get { rid, reads, ts_set } => self.get(net, from, rid, reads, &ts_set),
             Msg::Put {
                 rid,
                 ts,
@@ -307,6 +308,7 @@ impl PartitionServer {
         from: Addr,
         rid: u64,
         reads: Vec<(Key, GetMode)>,
+        ts_set: &[Ts],
     ) {
         if reads.iter().any(|(_, m)| matches!(m, GetMode::AtTime(_))) {
             self.epci_get(net, from, rid, reads);
@@ -320,6 +322,7 @@ impl PartitionServer {
                 GetMode::LatestTs => (self.store.latest(key, false), false),
                 GetMode::Exact(ts) => self.store.exact(key, ts),
                 GetMode::InSet(set) => self.store.in_set(key, &set),
+                GetMode::InRequestSet => self.store.in_set(key, ts_set),
                 GetMode::AtTime(_) => unreachable!("handled by epci_get"),
             };
             if prepared && let ReadResult::Found { ts, .. } = r {

@@ -52,20 +52,63 @@ impl Version {
 
 #[derive(Default, Debug)]
 struct Item {
-    versions: Vec<Version>,
-    /// Index into `versions` of lastCommit, the highest committed version.
-    last: Option<usize>,
+    /// lastCommit, the highest committed version, kept apart so first-round reads reach it at once.
+    last: Option<Version>,
+    /// Every other version (prepared, or committed and overwritten) in ascending timestamp order,
+    /// so lookups are binary searches and the oldest, which GC removes, sit at the front.
+    others: VecDeque<Version>,
+    /// Versions still only prepared.
+    prepared: u32,
     /// The highest timestamp and commit time garbage-collected from this item.
     gc_floor: (u64, Ts),
 }
 
 impl Item {
-    fn find(&self, ts: Ts) -> Option<usize> {
-        self.versions.iter().position(|v| v.ts == ts)
+    fn find_other(&self, ts: Ts) -> Option<usize> {
+        match self.others.back() {
+            Some(v) if v.ts == ts => Some(self.others.len() - 1),
+            _ => self.others.binary_search_by_key(&ts, |v| v.ts).ok(),
+        }
+    }
+
+    fn get(&self, ts: Ts) -> Option<&Version> {
+        if let Some(v) = &self.last
+            && v.ts == ts
+        {
+            return Some(v);
+        }
+        if self.others.back().is_none_or(|v| ts > v.ts) {
+            return None;
+        }
+        self.find_other(ts).map(|i| &self.others[i])
+    }
+
+    /// The highest-timestamped version whose timestamp is in `set`; searches only for timestamps
+    /// above the best match so far, so a set sorted ascending costs one hit and quick skips.
+    fn highest_in(&self, set: &[Ts]) -> Option<&Version> {
+        let mut best: Option<&Version> = None;
+        for &ts in set.iter().rev() {
+            if best.is_some_and(|b| b.ts >= ts) {
+                continue;
+            }
+            if let Some(v) = self.get(ts) {
+                best = Some(v);
+            }
+        }
+        best
+    }
+
+    fn insert_other(&mut self, v: Version) {
+        let at = self.others.partition_point(|o| o.ts < v.ts);
+        self.others.insert(at, v);
     }
 
     fn last_order(&self) -> (u64, Ts) {
-        self.last.map_or((0, 0), |i| self.versions[i].order())
+        self.last.as_ref().map_or((0, 0), Version::order)
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Version> {
+        self.last.iter().chain(self.others.iter())
     }
 }
 
@@ -120,16 +163,17 @@ impl Store {
     /// Adds a prepared version (a duplicate PREPARE changes nothing).
     pub fn prepare(&mut self, key: Key, ts: Ts, value: Value, meta: Meta) {
         let item = self.items.entry(key).or_default();
-        if item.find(ts).is_some() {
+        if item.get(ts).is_some() {
             return;
         }
-        item.versions.push(Version {
+        item.insert_other(Version {
             ts,
             ctime: 0,
             value,
             meta,
             state: State::Prepared,
         });
+        item.prepared += 1;
         self.stats.versions += 1;
     }
 
@@ -139,20 +183,25 @@ impl Store {
         let Some(item) = self.items.get_mut(&key) else {
             return false;
         };
-        let Some(i) = item.find(ts) else {
-            return false;
-        };
-        if item.versions[i].state == State::Committed {
+        if item.last.as_ref().is_some_and(|v| v.ts == ts) {
             return true;
         }
-        item.versions[i].state = State::Committed;
-        item.versions[i].ctime = ctime;
-        if item.versions[i].order() > item.last_order() {
-            if let Some(old) = item.last {
-                self.overwritten
-                    .push_back((now, key, item.versions[old].ts));
+        let Some(i) = item.find_other(ts) else {
+            return false;
+        };
+        let v = &mut item.others[i];
+        if v.state == State::Committed {
+            return true;
+        }
+        v.state = State::Committed;
+        v.ctime = ctime;
+        item.prepared -= 1;
+        if v.order() > item.last_order() {
+            let v = item.others.remove(i).expect("found above");
+            if let Some(old) = item.last.replace(v) {
+                self.overwritten.push_back((now, key, old.ts));
+                item.insert_other(old);
             }
-            item.last = Some(i);
         } else {
             self.overwritten.push_back((now, key, ts));
         }
@@ -168,21 +217,18 @@ impl Store {
     /// Removes a prepared version of an aborted transaction.
     pub fn discard(&mut self, key: Key, ts: Ts) {
         if let Some(item) = self.items.get_mut(&key)
-            && let Some(i) = item.find(ts)
-            && item.versions[i].state == State::Prepared
+            && let Some(i) = item.find_other(ts)
+            && item.others[i].state == State::Prepared
         {
-            remove_version(item, i);
+            item.others.remove(i);
+            item.prepared -= 1;
             self.stats.versions -= 1;
         }
     }
 
     /// The version at lastCommit (the null version if none), with value and metadata or the timestamp only.
     pub fn latest(&self, key: Key, with_value: bool) -> ReadResult {
-        match self
-            .items
-            .get(&key)
-            .and_then(|it| it.last.map(|i| &it.versions[i]))
-        {
+        match self.items.get(&key).and_then(|it| it.last.as_ref()) {
             Some(v) => v.found(key, with_value),
             None => null(key),
         }
@@ -191,7 +237,7 @@ impl Store {
     /// The version with timestamp `ts`, and whether it is still only prepared here.
     pub fn exact(&self, key: Key, ts: Ts) -> (ReadResult, bool) {
         let item = self.items.get(&key);
-        match item.and_then(|it| it.find(ts).map(|i| &it.versions[i])) {
+        match item.and_then(|it| it.get(ts)) {
             Some(v) => (v.found(key, true), v.state == State::Prepared),
             None if ts == 0 => (null(key), false),
             None if item.is_some_and(|it| ts <= it.gc_floor.1) => (ReadResult::Gone { key }, false),
@@ -202,12 +248,7 @@ impl Store {
     /// The highest-timestamped version whose timestamp is in `set`, and whether it is only prepared.
     pub fn in_set(&self, key: Key, set: &[Ts]) -> (ReadResult, bool) {
         let item = self.items.get(&key);
-        let best = item.and_then(|it| {
-            it.versions
-                .iter()
-                .filter(|v| set.contains(&v.ts))
-                .max_by_key(|v| v.ts)
-        });
+        let best = item.and_then(|it| it.highest_in(set));
         match best {
             Some(v) => (v.found(key, true), v.state == State::Prepared),
             None if item.is_some_and(|it| set.iter().any(|&t| t != 0 && t <= it.gc_floor.1)) => {
@@ -224,8 +265,7 @@ impl Store {
             return null(key);
         };
         let best = item
-            .versions
-            .iter()
+            .all()
             .filter(|v| v.state == State::Committed && v.ctime <= read_ts)
             .max_by_key(|v| v.order());
         let floor = item.gc_floor;
@@ -241,8 +281,9 @@ impl Store {
     pub fn prepared(&self, key: Key) -> impl Iterator<Item = Ts> + '_ {
         self.items
             .get(&key)
+            .filter(|it| it.prepared > 0)
             .into_iter()
-            .flat_map(|it| it.versions.iter())
+            .flat_map(|it| it.others.iter())
             .filter(|v| v.state == State::Prepared)
             .map(|v| v.ts)
     }
@@ -257,26 +298,15 @@ impl Store {
             let Some(item) = self.items.get_mut(&key) else {
                 continue;
             };
-            let Some(i) = item.find(ts) else {
+            let Some(i) = item.find_other(ts) else {
                 continue;
             };
-            if item.last == Some(i) {
-                continue;
-            }
-            let order = item.versions[i].order();
+            let order = item.others[i].order();
             item.gc_floor = item.gc_floor.max(order);
-            remove_version(item, i);
+            item.others.remove(i);
             self.stats.versions -= 1;
             self.stats.collected += 1;
         }
-    }
-}
-
-fn remove_version(item: &mut Item, i: usize) {
-    let last = item.versions.len() - 1;
-    item.versions.swap_remove(i);
-    if item.last == Some(last) {
-        item.last = Some(i);
     }
 }
 
@@ -334,5 +364,41 @@ mod tests {
         assert_eq!((ts_of(&r), prepared), (Some(30), true));
         assert_eq!(ts_of(&s.in_set(2, &[0, 7]).0), Some(0));
         assert_eq!(s.in_set(2, &[7]).0, ReadResult::Missing { key: 2 });
+    }
+
+    #[test]
+    fn lookups_agree_with_a_plain_list_of_versions() {
+        let mut s = Store::new(u64::MAX);
+        let mut model: Vec<(Ts, bool)> = Vec::new();
+        let mut x = 12345u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for step in 0..600u64 {
+            let ts = 1 + next() % 400;
+            if next() % 3 == 0 {
+                if let Some(m) = model.iter_mut().find(|m| m.0 == ts) {
+                    s.commit(7, ts, 0, step);
+                    m.1 = true;
+                }
+            } else if !model.iter().any(|m| m.0 == ts) {
+                s.prepare(7, ts, vec![1], Meta::None);
+                model.push((ts, false));
+            }
+            let last = model.iter().filter(|m| m.1).map(|m| m.0).max().unwrap_or(0);
+            assert_eq!(ts_of(&s.latest(7, false)), Some(last), "step {step}");
+            let probe = 1 + next() % 400;
+            let (r, prepared) = s.exact(7, probe);
+            match model.iter().find(|m| m.0 == probe) {
+                Some(m) => assert_eq!((ts_of(&r), prepared), (Some(probe), !m.1)),
+                None => assert_eq!(r, ReadResult::Missing { key: 7 }),
+            }
+            let set: Vec<Ts> = (0..5).map(|_| 1 + next() % 400).collect();
+            let want = model.iter().map(|m| m.0).filter(|t| set.contains(t)).max();
+            assert_eq!(ts_of(&s.in_set(7, &set).0), want, "set {set:?}");
+        }
     }
 }

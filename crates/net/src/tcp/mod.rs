@@ -95,6 +95,24 @@ impl<M: Serialize> Transport<M> for TcpNet<M> {
             self.local.push_back(msg);
             return;
         }
+        self.encode(to, &msg);
+    }
+
+    fn send_copy(&mut self, to: Addr, msg: &M)
+    where
+        M: Clone,
+    {
+        if to == self.me {
+            self.local.push_back(msg.clone());
+            return;
+        }
+        self.encode(to, msg);
+    }
+}
+
+impl<M: Serialize> TcpNet<M> {
+    /// Appends `msg` to the frame being built for `to`.
+    fn encode(&mut self, to: Addr, msg: &M) {
         let pb = self.bufs.entry(to).or_insert_with(|| PeerBuf {
             buf: Vec::with_capacity(4096),
             frame: None,
@@ -103,7 +121,7 @@ impl<M: Serialize> Transport<M> for TcpNet<M> {
             self.dirty.push(to);
         }
         let start = *pb.frame.get_or_insert_with(|| begin_frame(&mut pb.buf));
-        if push_message(&mut pb.buf, &msg).is_err() {
+        if push_message(&mut pb.buf, msg).is_err() {
             self.encode_errors += 1;
             return;
         }

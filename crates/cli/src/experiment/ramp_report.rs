@@ -1,0 +1,217 @@
+//! The report of a RAMP experiment: throughput lookups and ratio claims, the table of every point,
+//! the plot's styles and the assembly of the artifacts.
+
+use super::claims::{Claim, Verdict, ratio, times};
+use super::plot::PlotSpec;
+use super::report::Report;
+use super::sweep::Row;
+use super::{Artifacts, Settings};
+
+/// The baseline every ratio is taken against.
+pub const BASELINE: &str = "nwnr";
+
+/// Throughput of `algorithm` at the point whose parameters match `at` (every pair), if it counted.
+pub fn tput(rows: &[Row], algorithm: &str, at: &[(&str, String)]) -> Option<f64> {
+    rows.iter()
+        .find(|r| {
+            r.ok()
+                && r.param("algorithm") == Some(algorithm)
+                && at.iter().all(|(k, v)| r.param(k) == Some(v.as_str()))
+        })
+        .map(|r| r.metrics.throughput)
+}
+
+/// The highest throughput `algorithm` reached at any point that counted.
+pub fn peak(rows: &[Row], algorithm: &str) -> Option<f64> {
+    rows.iter()
+        .filter(|r| r.ok() && r.param("algorithm") == Some(algorithm))
+        .map(|r| r.metrics.throughput)
+        .max_by(f64::total_cmp)
+}
+
+/// A claim that every `(name, measured ratio)` lies in `range`; not checked when a ratio is missing.
+pub fn ratio_claim(
+    statement: &str,
+    paper: &str,
+    what: &str,
+    ratios: &[(String, Option<f64>)],
+    range: std::ops::RangeInclusive<f64>,
+) -> Claim {
+    let measured = format!(
+        "{what}: {}",
+        ratios
+            .iter()
+            .map(|(n, r)| format!("{n} {}", times(*r)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let missing: Vec<&str> = ratios
+        .iter()
+        .filter(|(_, r)| r.is_none())
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let verdict = if ratios.is_empty() {
+        Verdict::NotChecked("nothing measured".into())
+    } else if !missing.is_empty() {
+        Verdict::NotChecked(format!("no measurement for {}", missing.join(", ")))
+    } else {
+        Verdict::from_bool(
+            ratios
+                .iter()
+                .all(|(_, r)| r.is_some_and(|r| range.contains(&r))),
+        )
+    };
+    Claim {
+        statement: statement.into(),
+        paper: paper.into(),
+        measured,
+        verdict,
+    }
+}
+
+/// `a / b` for two optional throughputs.
+pub fn over(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    ratio(a?, b?)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.2}%", x * 100.0)
+}
+
+/// Adds the table of every point: its varying parameters, throughput, ratio to NWNR at the same
+/// point, latency and the share of two-round reads.
+fn measured_table(r: &mut Report, rows: &[Row], varying: &[&str]) {
+    let has_base = rows.iter().any(|r| r.param("algorithm") == Some(BASELINE));
+    let mut header = varying.to_vec();
+    header.extend(["algorithm", "txn/s"]);
+    if has_base {
+        header.push("vs nwnr");
+    }
+    header.extend([
+        "p50 µs",
+        "p99 µs",
+        "p999 µs",
+        "2-round reads",
+        "aborts",
+        "status",
+    ]);
+    let lines: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            let p = |k: &str| row.param(k).unwrap_or("").to_string();
+            let m = &row.metrics;
+            let mut line: Vec<String> = varying.iter().map(|k| p(k)).collect();
+            line.extend([p("algorithm"), format!("{:.0}", m.throughput)]);
+            if has_base {
+                let at: Vec<(&str, String)> = varying.iter().map(|k| (*k, p(k))).collect();
+                let base = tput(rows, BASELINE, &at);
+                line.push(if row.ok() {
+                    times(base.and_then(|b| ratio(m.throughput, b)))
+                } else {
+                    "n/a".into()
+                });
+            }
+            line.extend([
+                format!("{:.0}", m.p50_us),
+                format!("{:.0}", m.p99_us),
+                format!("{:.0}", m.p999_us),
+                row.param("two_round_share")
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .map_or_else(String::new, pct),
+                pct(m.abort_rate),
+                match &row.applicable {
+                    Ok(()) => "ok".into(),
+                    Err(e) => format!("n/a: {e}"),
+                },
+            ]);
+            line
+        })
+        .collect();
+    r.table(&header, &lines);
+}
+
+/// The setup lines every RAMP report starts with.
+pub fn common_setup(s: &Settings) -> Vec<String> {
+    vec![
+        format!(
+            "every point starts its own cluster of `phasedb node` processes on 127.0.0.1 (one core's \
+             event loop each) and runs closed-loop clients from one benchmark thread; a machine \
+             with {} cores{}",
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            s.load_before.map_or(String::new(), |l| format!(
+                " (1-minute load average {l:.2} when the run started: other processes share the cores)"
+            ))
+        ),
+        format!(
+            "each point: {:.2} s warm-up, {:.2} s measured, seed {}; {}{}",
+            s.warmup.as_secs_f64(),
+            s.duration.as_secs_f64(),
+            s.seed,
+            if s.runs > 1 {
+                format!(
+                    "{} rounds over all points (so compared points alternate), the run of median throughput reported",
+                    s.runs
+                )
+            } else {
+                "one run per point".to_string()
+            },
+            if s.quick {
+                " (--quick: tiny points, numbers not meaningful)"
+            } else {
+                ""
+            }
+        ),
+        "loopback has no network latency, so a round trip costs CPU rather than waiting: ratios \
+         reflect messages and bytes processed per transaction"
+            .into(),
+    ]
+}
+
+/// The parts of a RAMP report that differ between the experiments.
+pub struct Finish<'a> {
+    /// Title of the report and the plot.
+    pub title: &'a str,
+    /// Name of the plot's x axis.
+    pub x_label: &'a str,
+    /// Setup lines (before the common ones).
+    pub setup: Vec<String>,
+    /// The paper's claims in a paragraph.
+    pub paper: &'a str,
+    /// The claims with their verdicts.
+    pub claims: Vec<Claim>,
+    /// Parameters that vary between points besides the algorithm, shown first in the table.
+    pub varying: &'a [&'a str],
+}
+
+impl Finish<'_> {
+    /// The artifacts of the experiment.
+    pub fn artifacts(self, s: &Settings, rows: Vec<Row>) -> Artifacts {
+        let mut r = Report::new(self.title);
+        let mut setup = self.setup;
+        setup.extend(common_setup(s));
+        r.heading("Setup").bullets(&setup);
+        r.heading("What the paper claims").para(self.paper);
+        r.heading("Verdicts");
+        for (i, c) in self.claims.iter().enumerate() {
+            r.claim(i + 1, c);
+        }
+        r.heading("Every point");
+        measured_table(&mut r, &rows, self.varying);
+        r.para(&format!(
+            "Data: `{0}.csv`; plot: `{0}.svg` (throughput and abort rate; {BASELINE}, where measured, in grey).",
+            s.name
+        ));
+        Artifacts {
+            verdicts: self.claims.iter().map(Claim::verdict_line).collect(),
+            rows,
+            plot: PlotSpec {
+                title: self.title.into(),
+                x_label: self.x_label.into(),
+                color_by: "algorithm",
+                reference: Some(BASELINE),
+                dashed: None,
+            },
+            report: r.finish(),
+        }
+    }
+}
