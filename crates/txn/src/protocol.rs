@@ -18,6 +18,9 @@ pub trait Protocol: Sized + Send + Sync + 'static {
 
     /// State the protocol keeps for the whole database (Doppel: split records and per-core slices).
     type Shared: Default + Send + Sync;
+    /// Whether reads take shared locks (2PL): a splittable operation run as a read-modify-write then
+    /// takes the write lock before it reads, instead of upgrading.
+    const READS_LOCK: bool = false;
     /// Whether the protocol orders transactions by age ([`TxState::ts`]: wait-die, SwissTM's
     /// contention manager); the worker then reads the clock at every transaction's start.
     const USES_AGE: bool = false;

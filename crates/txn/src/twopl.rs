@@ -148,6 +148,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
     };
     type Shared = ();
     const USES_AGE: bool = true;
+    const READS_LOCK: bool = true;
     type Meta = LockMeta;
 
     fn new_meta(word: u64) -> LockMeta {

@@ -7,7 +7,7 @@ use crate::error::{TxError, TxResult};
 use crate::protocol::Protocol;
 use crate::splittable::SplitOp;
 use crate::state::{MissEntry, ReadEntry, ScanEntry, TxState, WriteEntry, WriteKind};
-use crate::tid::ABSENT;
+use crate::tid::{ABSENT, TidMeta};
 
 /// The handle a stored procedure uses to read and write: every access goes through it, so the protocol
 /// sees them all. Writes are buffered until commit; reads see the transaction's own writes.
@@ -100,6 +100,9 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         op: &SplitOp<'_>,
         current: &mut Vec<u8>,
     ) -> TxResult<bool> {
+        if P::READS_LOCK && !self.lock_for_update(t, key, columns(&[col]))? {
+            return Ok(false);
+        }
         let Some(row) = self.get_columns(t, key, columns(&[col]))? else {
             return Ok(false);
         };
@@ -108,6 +111,34 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         let core = self.st.worker;
         crate::splittable::apply_raw(op, ty, current, core);
         self.update(t, key, |w| w.set_raw(col, current))
+    }
+
+    /// Takes the write locks of the groups of `cols` of row `key` before they are read, for protocols
+    /// whose reads take shared locks: two read-modify-writes that each share-locked first would
+    /// deadlock upgrading. Buffers an update that writes nothing yet; false if the row is not there.
+    fn lock_for_update(&mut self, t: TableId, key: u64, cols: u64) -> TxResult<bool> {
+        if self.st.find_write(t, key).is_some() {
+            return Ok(true);
+        }
+        let table = self.table(t);
+        let Some(rec) = table.get(key, self.guard) else {
+            return Ok(true);
+        };
+        if rec.meta(table.layout(), 0).tid().load() & ABSENT != 0 {
+            // Deleted: the read that follows registers that (and takes its locks) as usual.
+            return Ok(true);
+        }
+        let w = self.push_write(t, key, Some(rec), WriteKind::Update);
+        P::on_write(
+            self.st,
+            self.db,
+            t,
+            rec,
+            table.layout(),
+            table.schema().groups_of(cols),
+            w,
+        )?;
+        Ok(true)
     }
 
     /// OPut: replaces the ordered tuple in column `col` of row `key` by `(order, this worker, value)`
