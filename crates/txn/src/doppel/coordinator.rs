@@ -8,7 +8,7 @@ use parking_lot::MutexGuard;
 use phasedb_storage::ColumnType;
 
 use super::reconcile;
-use super::split::{CoordState, MAX_SAMPLED, SplitEntry, SplitLabel};
+use super::split::{CoordState, MAX_SAMPLED, SLICE_PAD, SplitEntry, SplitLabel};
 use super::{Doppel, JOINED, RECONCILE, SPLIT_PHASE};
 use crate::database::Database;
 use crate::phase;
@@ -96,7 +96,7 @@ fn start_split(
     let entries = unsafe { db.shared.entries.get_mut() };
     entries.clear();
     let guard = phasedb_storage::pin();
-    let mut words = 0;
+    let mut words = SLICE_PAD;
     for label in labels {
         let table = db.table(label.table);
         let Some(col) = table.schema().columns().get(label.col as usize) else {
@@ -135,7 +135,7 @@ fn start_split(
             // SAFETY: as above.
             let s = unsafe { db.shared.slot(slot) };
             s.slices.clear();
-            s.slices.resize(words, 0);
+            s.slices.resize(words + SLICE_PAD, 0);
             s.samples.clear();
             s.samples.resize(entries.len(), Default::default());
             s.stashed = 0;

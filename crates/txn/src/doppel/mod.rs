@@ -243,7 +243,7 @@ fn apply_to_slices(st: &TxState<TidWord>, db: &Database<Doppel>) {
     let (entries, slot) = unsafe { (db.shared.entries(), db.shared.slot(st.slot)) };
     if slot.samples.len() < entries.len() {
         // The worker's slot was handed out after the split phase began.
-        let words = entries.last().map_or(0, |e| e.slice + e.words);
+        let words = entries.last().map_or(0, |e| e.slice + e.words) + split::SLICE_PAD;
         slot.slices.clear();
         slot.slices.resize(words, 0);
         slot.samples.clear();

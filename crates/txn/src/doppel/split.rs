@@ -37,8 +37,10 @@ pub(crate) struct SplitEntry {
     pub pre_word: u64,
 }
 
-/// What a worker saw of one split record during a split phase.
+/// What a worker saw of one split record during a split phase. Aligned to its own cache lines:
+/// every worker counts into its own array at every operation, and two arrays must never share a line.
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(128))]
 pub(crate) struct EntrySample {
     /// Operations applied to the worker's slice (committed).
     pub ops: u64,
@@ -56,13 +58,18 @@ pub(crate) struct ConflictSample {
     pub op: Option<(u16, OpKind)>,
 }
 
+/// Words left empty before and after the slices in each worker's arena, so that no two workers'
+/// slices share a cache line (the arenas are separate allocations that may sit side by side).
+pub(crate) const SLICE_PAD: usize = 16;
+
 /// Most distinct records a worker samples per joined phase.
 pub(crate) const MAX_SAMPLED: usize = 4096;
 
 /// One worker's part: its per-core slices and samples.
 #[derive(Default)]
 pub(crate) struct SlotState {
-    /// The per-core slices of every split entry, back to back.
+    /// The per-core slices of every split entry, back to back between [`SLICE_PAD`] empty words on
+    /// each side.
     pub slices: Vec<u64>,
     /// Per split entry, this split phase's samples.
     pub samples: Vec<EntrySample>,
