@@ -187,6 +187,10 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
             .iter()
             .any(|m| (m.table, m.key, m.col) == (l.table, l.key, l.col))
     };
+    coord.cooldown.retain(|_, n| {
+        *n -= 1;
+        *n > 0
+    });
     for l in std::mem::take(&mut coord.keep) {
         if !taken(&labels, &l) {
             labels.push(l);
@@ -215,7 +219,7 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
             if labels.len() >= policy.max_split {
                 break;
             }
-            if !taken(&labels, &l) {
+            if !taken(&labels, &l) && !coord.cooldown.contains_key(&(l.table, l.key, l.col)) {
                 labels.push(l);
                 // Split now: from here on its split phases decide whether it stays split.
                 merged.remove(&(l.table, l.key, group));
@@ -273,13 +277,21 @@ fn reconcile_and_join(
             .iter()
             .any(|l| (l.table, l.key, l.col) == (e.label.table, e.label.key, e.label.col));
         if !manual && policy.auto {
+            let other_kind = other
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, n)| **n)
+                .map(|(k, &n)| (OpKind::ALL[k], n))
+                .filter(|&(k, n)| n > ops && n >= policy.min_ops && fits(k, e.ty));
             if ops >= policy.min_ops && ops as f64 >= policy.min_op_share * total as f64 {
                 coord.keep.push(e.label);
-            } else if let Some((k, &n)) = other.iter().enumerate().max_by_key(|(_, n)| **n) {
-                let kind = OpKind::ALL[k];
-                if n > ops && n >= policy.min_ops && fits(kind, e.ty) {
-                    coord.keep.push(SplitLabel { kind, ..e.label });
-                }
+            } else if let Some((kind, _)) = other_kind {
+                coord.keep.push(SplitLabel { kind, ..e.label });
+            } else {
+                // Reads (or too few operations) made the split phase cost more than it saved.
+                // Stay reconciled for a while instead of being split again at the next conflicts.
+                let id = (e.label.table, e.label.key, e.label.col);
+                coord.cooldown.insert(id, policy.cooldown);
             }
         }
         let layout = db.table(e.label.table).layout();

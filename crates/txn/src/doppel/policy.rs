@@ -14,6 +14,8 @@ pub struct SplitPolicy {
     pub min_op_share: f64,
     /// Fewest operations on a split record in one split phase for it to stay split.
     pub min_ops: u64,
+    /// Split decisions a record sits out after a split phase that did not keep it split.
+    pub cooldown: u32,
     /// Transactions one worker may stash in a split phase before it hurries the next joined phase.
     pub hurry_stashed: u64,
     /// Length of the joined phase between two split phases, as a share of the phase length, while
@@ -27,8 +29,9 @@ impl Default for SplitPolicy {
             auto: true,
             min_conflicts: 8,
             max_split: 64,
-            min_op_share: 0.3,
+            min_op_share: 0.6,
             min_ops: 16,
+            cooldown: 8,
             hurry_stashed: 10_000,
             joined_share: 0.1,
         }
