@@ -208,18 +208,21 @@ impl<M> RecordPtr<M> {
         &self.group_words(layout, g)[w - layout.first_word[g] as usize]
     }
 
-    /// Starts loading the record's metadata and row words `first..first + words` into the cache.
+    /// Starts loading the record's metadata and row words `first..first + words` into the cache:
+    /// every cache line from the first group's metadata to the last group's last word.
     #[inline]
     pub fn prefetch(&self, layout: &RecordLayout, first: usize, words: usize) {
         let base = self.ptr.as_ptr();
         let g = layout.group_of(first);
-        let from = layout.meta_offset[g] as usize;
         let last = layout.group_of((first + words).clamp(1, layout.row_words.max(1)) - 1);
-        let to = layout.data_offset[last] as usize + layout.words[last] as usize * 8;
+        let from = base as usize + layout.meta_offset[g] as usize;
+        let to =
+            base as usize + layout.data_offset[last] as usize + layout.words[last] as usize * 8;
         crate::prefetch::line(base);
-        for off in (from..to).step_by(64) {
-            // SAFETY: `off` is inside the record's allocation.
-            crate::prefetch::line(unsafe { base.add(off) });
+        let mut line = from & !63;
+        while line < to {
+            crate::prefetch::line(line as *const u8);
+            line += 64;
         }
     }
 
