@@ -1,29 +1,15 @@
 //! The Doppel paper's experiments as a user runs them with `--quick`: each writes its CSV, SVG and
 //! report, with one verdict per claim.
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::Command;
 
-/// A fresh directory under the system's temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("phasedb-doppel-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::TempDir;
 
 /// Runs `name --quick` on two threads; checks the files and returns (CSV header, CSV rows, report).
 fn quick(name: &str, claims: usize) -> (Vec<String>, Vec<Vec<String>>, String) {
-    let dir = TempDir::new(name);
+    let dir = TempDir::new(&format!("doppel-{name}"));
     let out = Command::new(env!("CARGO_BIN_EXE_phasedb"))
         .args(["experiment", name, "--quick", "--threads-max", "2", "--out"])
         .arg(&dir.0)

@@ -1,8 +1,12 @@
 //! `phasedb experiment` as a user runs it: the list, clear errors, and the files a quick run writes.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+
+use common::TempDir;
 
 /// The experiments of `shared/EXPERIMENTS.md`.
 const NAMES: [&str; 23] = [
@@ -41,23 +45,6 @@ fn phasedb(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// A fresh directory under the system's temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("phasedb-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Names in the first column of the tables of `EXPERIMENTS.md`, if the shared folder is there.

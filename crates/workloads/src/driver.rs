@@ -184,21 +184,25 @@ impl Stash {
         } else {
             None
         };
-        let saved = workload.rng(th).clone();
-        if let Some((rng, started)) = &resumed {
-            *workload.rng(th) = rng.clone();
-            worker.set_origin(Some(*started));
-        }
-        let before = workload.rng(th).clone();
+        // `replay` is the generator as it is before this transaction: replaying it regenerates the
+        // transaction. A resumed one runs from its stashed copy; the thread's own is put back after.
+        let (replay, own, started) = match resumed {
+            Some((rng, started)) => {
+                worker.set_origin(Some(started));
+                let own = std::mem::replace(workload.rng(th), rng.clone());
+                (rng, Some(own), Some(started))
+            }
+            None => (workload.rng(th).clone(), None, None),
+        };
         let outcome = workload.run_one(th, worker);
         worker.set_origin(None);
-        if resumed.is_some() {
-            *workload.rng(th) = saved;
+        if let Some(own) = own {
+            *workload.rng(th) = own;
         }
         let outcome = match outcome {
             Err(TxError::Stashed) => {
-                let started = resumed.map_or_else(Instant::now, |(_, t)| t);
-                self.pending.push_back((before, started));
+                self.pending
+                    .push_back((replay, started.unwrap_or_else(Instant::now)));
                 Ok(())
             }
             other => other,

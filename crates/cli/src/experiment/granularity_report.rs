@@ -196,16 +196,13 @@ pub fn common_setup(s: &Settings) -> Vec<String> {
             names.join(", ")
         ),
         format!(
-            "threads: {} on a machine with {} cores{}",
+            "threads: {} on {}",
             s.threads
                 .iter()
                 .map(usize::to_string)
                 .collect::<Vec<_>>()
                 .join(", "),
-            std::thread::available_parallelism().map_or(1, |n| n.get()),
-            s.load_before.map_or(String::new(), |l| format!(
-                " (1-minute load average {l:.2} when the run started: other processes share the cores)"
-            ))
+            s.machine()
         ),
         format!(
             "each point: {:.2} s warm-up, {:.2} s measured, seed {}; {}; for each thread count and protocol, coarse and fine ran back to back{}",

@@ -135,12 +135,8 @@ pub fn common_setup(s: &Settings) -> Vec<String> {
     vec![
         format!(
             "every point starts its own cluster of `phasedb node` processes on 127.0.0.1 (one core's \
-             event loop each) and runs closed-loop clients from one benchmark thread; a machine \
-             with {} cores{}",
-            std::thread::available_parallelism().map_or(1, |n| n.get()),
-            s.load_before.map_or(String::new(), |l| format!(
-                " (1-minute load average {l:.2} when the run started: other processes share the cores)"
-            ))
+             event loop each) and runs closed-loop clients from one benchmark thread; {}",
+            s.machine()
         ),
         format!(
             "each point: {:.2} s warm-up, {:.2} s measured, seed {}; {}{}",

@@ -122,6 +122,18 @@ impl Settings {
         })
     }
 
+    /// "a machine with N cores", with the load average when the run started: the line every report
+    /// gives about the hardware the points shared.
+    pub fn machine(&self) -> String {
+        format!(
+            "a machine with {} cores{}",
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            self.load_before.map_or(String::new(), |l| format!(
+                " (1-minute load average {l:.2} when the run started: other processes share the cores)"
+            ))
+        )
+    }
+
     /// The largest thread count of the sweep.
     pub fn threads_max(&self) -> usize {
         *self.threads.last().expect("at least one thread count")

@@ -142,13 +142,7 @@ pub fn num(row: &Row, key: &str) -> Option<f64> {
 /// The setup lines every Doppel report shares.
 pub fn common_setup(s: &Settings, threads: usize) -> Vec<String> {
     vec![
-        format!(
-            "{threads} worker threads on a machine with {} cores{}",
-            std::thread::available_parallelism().map_or(1, |n| n.get()),
-            s.load_before.map_or(String::new(), |l| format!(
-                " (1-minute load average {l:.2} when the run started)"
-            ))
-        ),
+        format!("{threads} worker threads on {}", s.machine()),
         format!(
             "each point: {:.2} s warm-up, {:.2} s measured, seed {}; {}{}",
             s.warmup.as_secs_f64(),
