@@ -6,10 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::row::column_word_mask;
 use crate::schema::Schema;
 
-/// Where the parts of a record sit in its allocation: the key, then for each column group its
-/// metadata `M` immediately followed by the group's row words (atomic, so that optimistic readers may
-/// copy them while a writer installs). Keeping a group's metadata beside its data means reading one
-/// group touches one run of memory, whatever the number of groups.
+/// Where the parts of a record sit in its allocation: for each column group its metadata `M`
+/// immediately followed by the group's row words (atomic, so that optimistic readers may copy them
+/// while a writer installs). Keeping a group's metadata beside its data means reading one group
+/// touches one run of memory, whatever the number of groups. The key is not stored: the indexes hold
+/// it. A record that nearly fills whole cache lines is aligned to them, so that it spans no more
+/// lines than it must.
 #[derive(Clone, Copy, Debug)]
 pub struct RecordLayout {
     groups: usize,
@@ -27,7 +29,7 @@ impl RecordLayout {
     /// The layout of records of `schema` whose groups carry metadata of type `M`.
     pub fn of<M>(schema: &Schema) -> RecordLayout {
         let groups = schema.groups();
-        let mut l = Layout::new::<u64>();
+        let mut l = Layout::from_size_align(0, std::mem::align_of::<u64>()).expect("valid layout");
         let mut r = RecordLayout {
             groups: groups.len(),
             row_words: schema.row_words(),
@@ -47,8 +49,20 @@ impl RecordLayout {
             r.first_word[g] = group.word as u32;
             r.words[g] = group.words as u32;
         }
-        r.layout = l.pad_to_align();
+        r.layout = Self::line_aligned(l.pad_to_align());
         r
+    }
+
+    /// `l` rounded up to whole cache lines and aligned to one when that wastes at most a quarter of
+    /// its size; otherwise `l` (packed by the allocator, it may straddle one more line than needed).
+    fn line_aligned(l: Layout) -> Layout {
+        const LINE: usize = 64;
+        let up = l.size().next_multiple_of(LINE);
+        if l.size() > 0 && (up - l.size()) * 4 <= l.size() {
+            Layout::from_size_align(up, LINE.max(l.align())).expect("record fits in memory")
+        } else {
+            l
+        }
     }
 
     /// Bytes one record occupies (before allocator overhead).
@@ -97,21 +111,19 @@ unsafe impl<M: Sync> Send for RecordPtr<M> {}
 unsafe impl<M: Sync> Sync for RecordPtr<M> {}
 
 impl<M> RecordPtr<M> {
-    /// Allocates a record with `key`, metadata from `meta(group)` and row image `row` (zero if `None`).
+    /// Allocates a record with metadata from `meta(group)` and row image `row` (zero if `None`).
     pub(crate) fn allocate(
         layout: &RecordLayout,
-        key: u64,
         mut meta: impl FnMut(usize) -> M,
         row: Option<&[u64]>,
     ) -> RecordPtr<M> {
-        // SAFETY: the layout has non-zero size (it holds at least the key); every part is initialised
-        // before the pointer is returned.
+        // SAFETY: the layout has non-zero size (every group has its metadata); every part is
+        // initialised before the pointer is returned.
         unsafe {
             let raw = alloc(layout.layout);
             let Some(ptr) = NonNull::new(raw) else {
                 std::alloc::handle_alloc_error(layout.layout)
             };
-            ptr.as_ptr().cast::<u64>().write(key);
             for g in 0..layout.groups {
                 ptr.as_ptr()
                     .add(layout.meta_offset[g] as usize)
@@ -164,13 +176,6 @@ impl<M> RecordPtr<M> {
         }
     }
 
-    /// The record's primary key.
-    #[inline]
-    pub fn key(&self) -> u64 {
-        // SAFETY: the key is written once at allocation and never changes.
-        unsafe { *self.ptr.as_ptr().cast::<u64>() }
-    }
-
     /// The metadata of column group `g`. `layout` must be the record's table layout.
     #[inline]
     pub fn meta(&self, layout: &RecordLayout, g: usize) -> &M {
@@ -218,7 +223,6 @@ impl<M> RecordPtr<M> {
         let from = base as usize + layout.meta_offset[g] as usize;
         let to =
             base as usize + layout.data_offset[last] as usize + layout.words[last] as usize * 8;
-        crate::prefetch::line(base);
         let mut line = from & !63;
         while line < to {
             crate::prefetch::line(line as *const u8);
@@ -316,8 +320,7 @@ mod tests {
         }
         assert!(l.meta_offset[1] as usize >= l.data_offset[0] as usize + 8);
         let row: Vec<u64> = (10..10 + s.row_words() as u64).collect();
-        let r = RecordPtr::<u64>::allocate(&l, 7, |g| 100 + g as u64, Some(&row));
-        assert_eq!(r.key(), 7);
+        let r = RecordPtr::<u64>::allocate(&l, |g| 100 + g as u64, Some(&row));
         for (g, group) in s.groups().iter().enumerate() {
             assert_eq!(*r.meta(&l, g), 100 + g as u64);
             let words: Vec<u64> = r
@@ -340,5 +343,30 @@ mod tests {
         assert_eq!(r.word(&l, 0).load(Ordering::Relaxed), row[0]);
         // SAFETY: the record was never shared.
         unsafe { r.free(&l) };
+    }
+
+    fn words(n: usize, groups: usize) -> Schema {
+        let mut b = Schema::builder();
+        for c in 0..n {
+            b = b.column(&format!("c{c}"), ColumnType::U64, c % groups);
+        }
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn records_nearly_filling_lines_are_line_aligned() {
+        // 2 groups × (8 B meta + 7 words) = 128 B: exactly two lines, aligned to them.
+        let l = RecordLayout::of::<u64>(&words(14, 2));
+        assert_eq!((l.size(), l.layout.align()), (128, 64));
+        // 8 + 13 × 8 = 112 B: rounding to 128 wastes an eighth, so it is rounded and aligned.
+        let l = RecordLayout::of::<u64>(&words(13, 1));
+        assert_eq!((l.size(), l.layout.align()), (128, 64));
+        // 8 + 8 × 8 = 72 B: rounding to 128 would waste 56 B, so it stays packed.
+        let l = RecordLayout::of::<u64>(&words(8, 1));
+        assert_eq!((l.size(), l.layout.align()), (72, 8));
+        let r = RecordPtr::<u64>::allocate(&RecordLayout::of::<u64>(&words(14, 2)), |_| 0, None);
+        assert_eq!(r.addr() % 64, 0);
+        // SAFETY: the record was never shared.
+        unsafe { r.free(&RecordLayout::of::<u64>(&words(14, 2))) };
     }
 }

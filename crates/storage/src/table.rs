@@ -142,7 +142,7 @@ impl<M: Send + Sync> Table<M> {
                 InsertOutcome::Exists(unsafe { RecordPtr::from_addr(addr) }),
             ),
             None => {
-                let rec = RecordPtr::allocate(&self.layout, key, meta, row);
+                let rec = RecordPtr::allocate(&self.layout, meta, row);
                 if let Some(ordered) = &self.ordered {
                     let fresh = ordered.insert(key, rec.addr());
                     debug_assert!(
@@ -189,22 +189,31 @@ impl<M: Send + Sync> Table<M> {
         removed
     }
 
-    /// Calls `f` on the records with keys in `lo..=hi`, in key order, until it returns false.
-    /// Panics if the table has no ordered index.
-    pub fn scan(&self, lo: u64, hi: u64, _guard: &Guard, mut f: impl FnMut(RecordPtr<M>) -> bool) {
+    /// Calls `f(key, record)` on the records with keys in `lo..=hi`, in key order, until it returns
+    /// false. Panics if the table has no ordered index.
+    pub fn scan(
+        &self,
+        lo: u64,
+        hi: u64,
+        _guard: &Guard,
+        mut f: impl FnMut(u64, RecordPtr<M>) -> bool,
+    ) {
         let ordered = self
             .ordered
             .as_ref()
             .unwrap_or_else(|| panic!("table `{}` has no ordered index", self.name));
         // SAFETY: the index holds addresses of linked records, kept alive by `_guard`.
-        ordered.scan(lo, hi, |_, addr| f(unsafe { RecordPtr::from_addr(addr) }));
+        ordered.scan(lo, hi, |key, addr| {
+            f(key, unsafe { RecordPtr::from_addr(addr) })
+        });
     }
 
-    /// Calls `f` on every linked record, in no particular order.
-    pub fn for_each(&self, guard: &Guard, mut f: impl FnMut(RecordPtr<M>)) {
+    /// Calls `f(key, record)` on every linked record, in no particular order.
+    pub fn for_each(&self, guard: &Guard, mut f: impl FnMut(u64, RecordPtr<M>)) {
         // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
-        self.hash
-            .for_each(guard, |_, addr| f(unsafe { RecordPtr::from_addr(addr) }));
+        self.hash.for_each(guard, |key, addr| {
+            f(key, unsafe { RecordPtr::from_addr(addr) })
+        });
     }
 
     /// Number of linked records.
@@ -256,7 +265,7 @@ mod tests {
         let guard = crossbeam_epoch::pin();
         for k in [5u64, 1, 9, 3] {
             match t.insert_with(k, &guard, |_| AtomicU64::new(k), Some(&[k * 10])) {
-                InsertOutcome::Inserted(r) => assert_eq!(r.key(), k),
+                InsertOutcome::Inserted(r) => assert_eq!(t.get(k, &guard), Some(r)),
                 InsertOutcome::Exists(_) => panic!("fresh key"),
             }
         }
@@ -268,8 +277,9 @@ mod tests {
         assert_eq!(r.meta(t.layout(), 0).load(Ordering::Relaxed), 9);
         assert_eq!(r.word(t.layout(), 0).load(Ordering::Relaxed), 90);
         let mut keys = vec![];
-        t.scan(2, 9, &guard, |r| {
-            keys.push(r.key());
+        t.scan(2, 9, &guard, |k, r| {
+            assert_eq!(t.get(k, &guard), Some(r));
+            keys.push(k);
             true
         });
         assert_eq!(keys, vec![3, 5, 9]);
@@ -278,8 +288,8 @@ mod tests {
         assert!(!t.unlink_if(9, r.addr(), &guard, |_| true));
         assert!(t.get(9, &guard).is_none());
         keys.clear();
-        t.scan(0, u64::MAX, &guard, |r| {
-            keys.push(r.key());
+        t.scan(0, u64::MAX, &guard, |k, _| {
+            keys.push(k);
             keys.len() < 2
         });
         assert_eq!(keys, vec![1, 3]);

@@ -247,7 +247,7 @@ pub(crate) fn validate_scans<P: Protocol<Meta: TidMeta>>(
         let seen = &st.scan_seen[s.seen.clone()];
         let mut next = 0;
         let mut ok = true;
-        table.scan(s.lo, s.hi, guard, |rec| {
+        table.scan(s.lo, s.hi, guard, |_, rec| {
             if rec.meta(table.layout(), 0).tid().load() & LOCK != 0 {
                 match st.holds_lock(rec, 0) {
                     Some(l) if l.fresh => return true,

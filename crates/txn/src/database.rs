@@ -193,10 +193,10 @@ impl<P: Protocol> Database<P> {
         let schema = table.schema();
         let mut words = vec![0u64; schema.row_words()];
         let guard = phasedb_storage::pin();
-        table.for_each(&guard, |rec| {
+        table.for_each(&guard, |key, rec| {
             if rec.meta(table.layout(), 0).tid().load() & crate::tid::ABSENT == 0 {
                 rec.copy_words(table.layout(), 0, &mut words);
-                f(rec.key(), RowView::new(schema, &words));
+                f(key, RowView::new(schema, &words));
             }
         });
     }

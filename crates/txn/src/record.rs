@@ -38,7 +38,7 @@ pub(crate) fn record_commit<P: Protocol>(
             continue;
         }
         ev.reads.push(ReadEvent {
-            item: item(r.table, r.group, r.rec.key()),
+            item: item(r.table, r.group, r.key),
             version: tid(r.observed),
         });
     }

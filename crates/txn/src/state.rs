@@ -12,6 +12,8 @@ use crate::protocol::Protocol;
 pub struct ReadEntry<M> {
     pub table: TableId,
     pub group: u8,
+    /// The row's key (records do not store it; the history records it).
+    pub key: u64,
     pub rec: RecordPtr<M>,
     pub observed: u64,
     /// A second word some protocols keep per read (TicToc: the read timestamp seen).

@@ -249,7 +249,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             });
             return Ok(None);
         };
-        if !self.read_record(t, rec, schema.groups_of(cols))? {
+        if !self.read_record(t, key, rec, schema.groups_of(cols))? {
             return Ok(None);
         }
         if let Some(w) = own {
@@ -266,7 +266,13 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
     }
 
     /// Reads the groups in `groups` of `rec` into the row buffer and registers them; false if absent.
-    fn read_record(&mut self, t: TableId, rec: RecordPtr<P::Meta>, groups: u32) -> TxResult<bool> {
+    fn read_record(
+        &mut self,
+        t: TableId,
+        key: u64,
+        rec: RecordPtr<P::Meta>,
+        groups: u32,
+    ) -> TxResult<bool> {
         let table = self.table(t);
         let layout = table.layout();
         let mut m = groups;
@@ -279,6 +285,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             self.st.reads.push(ReadEntry {
                 table: t,
                 group: g as u8,
+                key,
                 rec,
                 observed,
                 extra: self.st.last_extra,
@@ -291,13 +298,14 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
     }
 
     /// Observes whether `rec` exists, registering the observation; used by writes that need the row.
-    fn exists(&mut self, t: TableId, rec: RecordPtr<P::Meta>) -> TxResult<bool> {
+    fn exists(&mut self, t: TableId, key: u64, rec: RecordPtr<P::Meta>) -> TxResult<bool> {
         let layout = self.table(t).layout();
         let observed = P::read_group(self.st, self.db, t, rec, layout, 0, 0, 0)?;
         if observed & ABSENT != 0 {
             self.st.reads.push(ReadEntry {
                 table: t,
                 group: 0,
+                key,
                 rec,
                 observed,
                 extra: self.st.last_extra,
@@ -363,7 +371,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                     });
                     return Ok(false);
                 };
-                if !self.exists(t, rec)? {
+                if !self.exists(t, key, rec)? {
                     return Ok(false);
                 }
                 self.push_write(t, key, Some(rec), WriteKind::Update)
@@ -424,6 +432,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                         self.st.reads.push(ReadEntry {
                             table: t,
                             group: 0,
+                            key,
                             rec,
                             observed,
                             extra: self.st.last_extra,
@@ -486,7 +495,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                     });
                     return Ok(false);
                 };
-                if !self.exists(t, rec)? {
+                if !self.exists(t, key, rec)? {
                     return Ok(false);
                 }
                 let w = self.push_write(t, key, Some(rec), WriteKind::Delete);
@@ -539,8 +548,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         let db = self.db;
         let guard = self.guard;
         let st = &mut *self.st;
-        table.scan(lo, hi, guard, |rec| {
-            let key = rec.key();
+        table.scan(lo, hi, guard, |key, rec| {
             if !cursor.emit_below(Some(key), st, schema, &mut visit) || cursor.visited >= limit {
                 stopped = true;
                 return false;
@@ -552,7 +560,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 st: &mut *st,
                 guard,
             })
-            .read_record(t, rec, groups)
+            .read_record(t, key, rec, groups)
             {
                 Err(e) => {
                     failure = Some(e);

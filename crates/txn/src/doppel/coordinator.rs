@@ -26,7 +26,7 @@ pub(super) fn sample_conflict(st: &TxState<TidWord>, db: &Database<Doppel>) {
         if r.rec.meta(table.layout(), r.group as usize).load() == r.observed {
             continue;
         }
-        let key = r.rec.key();
+        let key = r.key;
         let op = st
             .split_candidates
             .iter()
