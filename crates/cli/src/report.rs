@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use phasedb_txn::TypeStats;
+use phasedb_txn::{CONFLICT_KINDS, TypeStats};
 use phasedb_workloads::{BenchOptions, BenchResult};
 use serde_json::{Value, json};
 
@@ -21,12 +21,32 @@ fn latency(s: &TypeStats) -> Value {
     json!({ "p50": micros(s, 0.5), "p99": micros(s, 0.99), "p999": micros(s, 0.999) })
 }
 
+/// Conflicts by cause, keyed by the cause's name.
+fn causes(s: &TypeStats) -> Value {
+    let names = [
+        "read_locked",
+        "write_locked",
+        "validation",
+        "phantom",
+        "insert_race",
+    ];
+    debug_assert_eq!(names.len(), CONFLICT_KINDS.len());
+    Value::Object(
+        names
+            .iter()
+            .zip(s.conflict_kinds)
+            .map(|(n, c)| (n.to_string(), json!(c)))
+            .collect(),
+    )
+}
+
 fn type_json(s: &TypeStats, secs: f64) -> Value {
     json!({
         "committed": s.committed,
         "throughput": s.committed as f64 / secs,
         "abort_rate": s.abort_rate(),
         "conflicts": s.conflicts,
+        "conflicts_by_cause": causes(s),
         "user_aborts": s.user_aborts,
         "failures": s.failures,
         "stashed": s.stashed,

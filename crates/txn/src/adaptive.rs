@@ -170,8 +170,8 @@ impl Protocol for Adaptive {
         let db = ctx.db;
         let writes = st.writes.iter().any(|w| w.kind != WriteKind::Cancelled);
         if writes {
-            if let Err(e) =
-                commit::lock_inserts(st, db, ctx.guard).and_then(|()| commit::lock_writes(st, db))
+            if let Err(e) = commit::lock_inserts(st, db, ctx.guard)
+                .and_then(|()| commit::lock_writes(st, db, 0))
             {
                 return abort_with(st, db, e);
             }

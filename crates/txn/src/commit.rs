@@ -10,7 +10,7 @@ use crate::database::Database;
 use crate::error::{Conflict, TxError, TxResult};
 use crate::protocol::Protocol;
 use crate::state::{LockEntry, TxState, Unlink, WriteKind};
-use crate::tid::{ABSENT, LOCK, TidMeta, UNLINKED, tid};
+use crate::tid::{ABSENT, LOCK, SPLIT, TidMeta, UNLINKED, tid};
 
 fn conflict<T>(c: Conflict) -> TxResult<T> {
     Err(TxError::Conflict(c))
@@ -95,10 +95,17 @@ pub(crate) fn lock_inserts<P: Protocol<Meta: TidMeta>>(
     Ok(())
 }
 
-/// Locks the groups written by updates and deletes, in address order, without waiting.
+/// How long Silo's commit waits for a write lock another committer holds: about the time a commit
+/// takes to install, so that a lock held by a descheduled committer still ends in an abort.
+pub(crate) const LOCK_PATIENCE: u32 = 4096;
+
+/// Locks the groups written by updates and deletes, in address order. A lock another transaction holds
+/// is waited for during `patience` spins (zero: no-wait); the global order keeps waiting committers
+/// from deadlocking each other, and the bound covers everything else.
 pub(crate) fn lock_writes<P: Protocol<Meta: TidMeta>>(
     st: &mut TxState<P::Meta>,
     db: &Database<P>,
+    patience: u32,
 ) -> TxResult<()> {
     for (w, entry) in st.writes.iter().enumerate() {
         let groups = match entry.kind {
@@ -129,7 +136,14 @@ pub(crate) fn lock_writes<P: Protocol<Meta: TidMeta>>(
         }
         let layout = db.table(st.writes[l.write as usize].table).layout();
         let meta = l.rec.meta(layout, l.group as usize).tid();
-        let word = meta.load();
+        let mut word = meta.load();
+        let mut spins = 0;
+        // Split data (Doppel) stays locked for a whole phase: never worth waiting for.
+        while word & LOCK != 0 && word & SPLIT == 0 && spins < patience {
+            std::hint::spin_loop();
+            spins += 1;
+            word = meta.load();
+        }
         if word & LOCK != 0 {
             return conflict(Conflict::WriteLocked);
         }
@@ -279,6 +293,9 @@ pub(crate) fn install<P: Protocol<Meta: TidMeta>>(
     db: &Database<P>,
     tid: u64,
 ) {
+    if !st.deferred_ops.is_empty() {
+        crate::commute::resolve_at_install(st, db);
+    }
     for w in &st.writes {
         if matches!(w.kind, WriteKind::Update | WriteKind::Insert) {
             let table = db.table(w.table);

@@ -10,6 +10,7 @@ mod activity;
 mod adaptive;
 mod atomic;
 mod commit;
+mod commute;
 mod database;
 mod doppel;
 mod epoch;

@@ -46,6 +46,9 @@ impl Protocol for NoCc {
             return Ok(());
         }
         let version = (((*ctx.last_tid >> 10) + 1) << 10) | (ctx.worker as u64 & 0x3ff);
+        if !st.deferred_ops.is_empty() {
+            crate::commute::resolve_at_install(st, db);
+        }
         for w in 0..st.writes.len() {
             let entry = &st.writes[w];
             let table = db.table(entry.table);

@@ -63,8 +63,8 @@ pub(crate) fn silo_commit<P: Protocol<Meta = TidWord>, const SPLIT_AWARE: bool>(
     let db = ctx.db;
     let writes = st.writes.iter().any(|w| w.kind != WriteKind::Cancelled);
     if writes {
-        let mut locked =
-            commit::lock_inserts(st, db, ctx.guard).and_then(|()| commit::lock_writes(st, db));
+        let mut locked = commit::lock_inserts(st, db, ctx.guard)
+            .and_then(|()| commit::lock_writes(st, db, commit::LOCK_PATIENCE));
         if SPLIT_AWARE && locked.is_ok() && st.locks.iter().any(|l| l.prev & SPLIT != 0) {
             locked = Err(TxError::Stashed);
         }

@@ -7,6 +7,7 @@ use phasedb_storage::{Guard, RecordPtr, TableId};
 
 use crate::database::Database;
 use crate::protocol::Protocol;
+use crate::splittable::SplitOp;
 
 /// A column group read: the record, the group and the TID word observed.
 pub struct ReadEntry<M> {
@@ -42,8 +43,20 @@ pub struct WriteEntry<M> {
     pub kind: WriteKind,
     /// Columns written, as a bit mask.
     pub columns: u64,
+    /// Of `columns`, those whose value is computed at install by applying this write's
+    /// [`DeferredOp`]s to the value committed then (commutative updates).
+    pub deferred: u64,
     /// Offset of the row image in [`TxState::images`].
     pub image: usize,
+}
+
+/// A commutative operation on column `col` of write `write`, applied at install under the write lock
+/// to the value committed then (see [`crate::Tx::commute`]).
+#[derive(Clone, Copy, Debug)]
+pub struct DeferredOp {
+    pub write: u32,
+    pub col: u16,
+    pub op: SplitOp<'static>,
 }
 
 /// A group locked at commit, with the word it held before (to restore on abort).
@@ -121,6 +134,8 @@ pub struct TxState<M> {
     /// Splittable operations run as read-modify-writes, as (table, key, column, kind): what a
     /// conflict on those records would be about (Doppel's conflict sampling).
     pub split_candidates: Vec<(TableId, u64, u16, crate::splittable::OpKind)>,
+    /// Commutative operations of `writes`, in the order the transaction ran them.
+    pub deferred_ops: Vec<DeferredOp>,
 }
 
 /// A splittable operation buffered for a per-core slice: the split entry it updates, its kind and
@@ -180,6 +195,7 @@ impl<M> TxState<M> {
             split_writes: Vec::new(),
             split_bytes: Vec::new(),
             split_candidates: Vec::new(),
+            deferred_ops: Vec::new(),
         }
     }
 
@@ -198,6 +214,7 @@ impl<M> TxState<M> {
         self.split_writes.clear();
         self.split_bytes.clear();
         self.split_candidates.clear();
+        self.deferred_ops.clear();
     }
 
     #[inline]

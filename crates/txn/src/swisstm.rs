@@ -154,7 +154,8 @@ impl Protocol for SwissTm {
         let writes = st.writes.iter().any(|w| w.kind != WriteKind::Cancelled);
         let locked = check_abort_request(st, db).and_then(|()| {
             if writes {
-                commit::lock_inserts(st, db, ctx.guard).and_then(|()| commit::lock_writes(st, db))
+                commit::lock_inserts(st, db, ctx.guard)
+                    .and_then(|()| commit::lock_writes(st, db, 0))
             } else {
                 Ok(())
             }

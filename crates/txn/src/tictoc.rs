@@ -85,8 +85,8 @@ impl Protocol for TicToc {
         let db = ctx.db;
         let writes = st.writes.iter().any(|w| w.kind != WriteKind::Cancelled);
         if writes {
-            let locked =
-                commit::lock_inserts(st, db, ctx.guard).and_then(|()| commit::lock_writes(st, db));
+            let locked = commit::lock_inserts(st, db, ctx.guard)
+                .and_then(|()| commit::lock_writes(st, db, 0));
             if let Err(e) = locked {
                 commit::release(st, db);
                 return Err(e);

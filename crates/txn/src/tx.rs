@@ -91,6 +91,86 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         outcome
     }
 
+    /// Applies the integer operation `op` (add, max, min or mult) to column `col` of row `key` without
+    /// reading the column: it is applied at commit, under the write lock, to the value committed then
+    /// (a commutative update, as STO's commutators). Transactions that only commute on a column never
+    /// conflict on it; reading the column later in this transaction reads it, as usual, and sees the
+    /// operation applied. False if the row does not exist. Where a protocol applies splittable
+    /// operations itself (Doppel's split records, `atomic`), and for tuple operations, this is
+    /// [`Tx::apply`].
+    pub fn commute(
+        &mut self,
+        t: TableId,
+        key: u64,
+        col: ColumnId,
+        op: SplitOp<'_>,
+    ) -> TxResult<bool> {
+        let op = match op {
+            SplitOp::Add(a) => SplitOp::Add(a),
+            SplitOp::Max(a) => SplitOp::Max(a),
+            SplitOp::Min(a) => SplitOp::Min(a),
+            SplitOp::Mult(a) => SplitOp::Mult(a),
+            SplitOp::OPut { .. } | SplitOp::TopKInsert { .. } => {
+                return self.apply(t, key, col, op);
+            }
+        };
+        let ty = crate::splittable::check(self.table(t).schema(), col, &op)?;
+        if let Some(done) = P::apply_in_place(self.st, self.db, t, key, col, op, self.guard) {
+            return done;
+        }
+        let w = match self.st.find_write(t, key) {
+            Some(w) => match self.st.writes[w].kind {
+                WriteKind::Delete | WriteKind::Cancelled => return Ok(false),
+                WriteKind::Update | WriteKind::Insert => w,
+            },
+            None => {
+                let Some(rec) = self.table(t).get(key, self.guard) else {
+                    self.st.misses.push(MissEntry {
+                        table: t,
+                        key,
+                        version: 0,
+                    });
+                    return Ok(false);
+                };
+                if !self.exists(t, key, rec)? {
+                    return Ok(false);
+                }
+                self.push_write(t, key, Some(rec), WriteKind::Update)
+            }
+        };
+        let schema = self.table(t).schema();
+        let bit = 1u64 << col;
+        let entry = &mut self.st.writes[w];
+        if entry.kind == WriteKind::Insert || entry.columns & bit & !entry.deferred != 0 {
+            // The transaction set the value itself: apply the operation to its image.
+            let n = schema.row_words();
+            let mut image = RowBuf::new(schema, &mut self.st.images[entry.image..entry.image + n]);
+            crate::splittable::apply_raw(&op, ty, image.raw_mut(col), self.st.worker);
+            return Ok(true);
+        }
+        let new_groups = schema.groups_of(bit) & !schema.groups_of(entry.columns);
+        entry.columns |= bit;
+        entry.deferred |= bit;
+        self.st.deferred_ops.push(crate::state::DeferredOp {
+            write: w as u32,
+            col: col as u16,
+            op,
+        });
+        if new_groups != 0 {
+            let rec = self.st.writes[w].rec.expect("updates know their record");
+            P::on_write(
+                self.st,
+                self.db,
+                t,
+                rec,
+                self.table(t).layout(),
+                new_groups,
+                w,
+            )?;
+        }
+        Ok(true)
+    }
+
     fn read_modify_write(
         &mut self,
         t: TableId,
@@ -253,6 +333,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             return Ok(None);
         }
         if let Some(w) = own {
+            crate::commute::resolve_on_read(self.st, schema, w, cols);
             let entry = &self.st.writes[w];
             let n = schema.row_words();
             merge_columns(
@@ -331,6 +412,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             rec,
             kind,
             columns: 0,
+            deferred: 0,
             image,
         });
         self.st.write_filter |= TxState::<P::Meta>::filter_bit(t, key);
@@ -342,11 +424,15 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         let entry = &mut self.st.writes[w];
         let n = schema.row_words();
         let words = &mut self.st.images[entry.image..entry.image + n];
+        let mut written = 0;
         let mut writer = RowWriter {
             buf: RowBuf::new(schema, words),
-            columns: &mut entry.columns,
+            columns: &mut written,
         };
         fill(&mut writer);
+        entry.columns |= written;
+        // An overwrite supersedes the commutative operations buffered before it.
+        entry.deferred &= !written;
     }
 
     /// Overwrites columns of row `key` with what `fill` sets; false (and no write) if the row does not
@@ -475,6 +561,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                     }
                     WriteKind::Update => {
                         entry.kind = WriteKind::Delete;
+                        entry.deferred = 0;
                         let (rec, written) =
                             (entry.rec.expect("updates know their record"), entry.columns);
                         let schema = self.table(t).schema();
@@ -570,10 +657,11 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 Ok(true) => {}
             }
             if let Some(w) = st.find_write(t, key) {
-                let entry = &st.writes[w];
-                if matches!(entry.kind, WriteKind::Delete | WriteKind::Cancelled) {
+                if matches!(st.writes[w].kind, WriteKind::Delete | WriteKind::Cancelled) {
                     return true;
                 }
+                crate::commute::resolve_on_read(st, schema, w, cols);
+                let entry = &st.writes[w];
                 merge_columns(
                     schema,
                     entry.columns,

@@ -7,7 +7,7 @@ use std::sync::Barrier;
 
 use phasedb_check::History;
 use phasedb_storage::{ColumnType, Schema, TableSpec};
-use phasedb_txn::{Config, Database, Protocol, TableId, Tx, TxError, TxResult, columns};
+use phasedb_txn::{Config, Database, Protocol, SplitOp, TableId, Tx, TxError, TxResult, columns};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
@@ -61,7 +61,8 @@ pub struct Mix {
     pub scans: bool,
     /// Chance, per operation, of giving the core away so transactions interleave even on two cores.
     pub yield_ratio: f64,
-    /// Share of operations that are splittable increments of column `a` (`Tx::add`).
+    /// Share of operations that are splittable increments of column `a` (`Tx::add` or, as often,
+    /// `Tx::commute`).
     pub adds: f64,
 }
 
@@ -80,7 +81,11 @@ pub fn random_txn<P: Protocol>(
         if rng.random_bool(mix.adds) {
             // Keys are skewed towards 0 so some become hot enough to split.
             let hot = key.min(rng.random_range(0..3));
-            tx.add(t, hot, 0, 1)?;
+            if rng.random_bool(0.5) {
+                tx.add(t, hot, 0, 1)?;
+            } else {
+                tx.commute(t, hot, 0, SplitOp::Add(1))?;
+            }
             continue;
         }
         let col = rng.random_range(0..2usize);

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use phasedb_txn::{Protocol, Tx, TxResult, columns};
+use phasedb_txn::{Protocol, SplitOp, Tx, TxResult, columns};
 use rand::RngExt;
 use rand::rngs::SmallRng;
 
@@ -85,32 +85,30 @@ pub fn run<P: Protocol>(
     let w_name_len = {
         use warehouse::*;
         let key = warehouse_key(w);
-        let cols = columns(&[
-            W_NAME, W_STREET_1, W_STREET_2, W_CITY, W_STATE, W_ZIP, W_YTD,
-        ]);
+        let cols = columns(&[W_NAME, W_STREET_1, W_STREET_2, W_CITY, W_STATE, W_ZIP]);
         let row = tx
             .get_columns(t.warehouse, key, cols)?
             .ok_or(missing("warehouse"))?;
         let name = row.bytes(W_NAME);
         h_data[..name.len()].copy_from_slice(name);
-        let (len, ytd) = (name.len(), row.i64(W_YTD));
-        tx.update(t.warehouse, key, |r| r.set_i64(W_YTD, ytd + amount))?;
+        let len = name.len();
+        // The year-to-date total is not displayed: a commutative update, so that concurrent
+        // payments to the warehouse do not conflict on it.
+        tx.commute(t.warehouse, key, W_YTD, SplitOp::Add(amount))?;
         len
     };
     let h_data_len = {
         use district::*;
         let key = district_key(w, d);
-        let cols = columns(&[
-            D_NAME, D_STREET_1, D_STREET_2, D_CITY, D_STATE, D_ZIP, D_YTD,
-        ]);
+        let cols = columns(&[D_NAME, D_STREET_1, D_STREET_2, D_CITY, D_STATE, D_ZIP]);
         let row = tx
             .get_columns(t.district, key, cols)?
             .ok_or(missing("district"))?;
         let name = row.bytes(D_NAME);
         let at = w_name_len + 4;
         h_data[at..at + name.len()].copy_from_slice(name);
-        let (len, ytd) = (at + name.len(), row.i64(D_YTD));
-        tx.update(t.district, key, |r| r.set_i64(D_YTD, ytd + amount))?;
+        let len = at + name.len();
+        tx.commute(t.district, key, D_YTD, SplitOp::Add(amount))?;
         len
     };
     let (c_w, c_d) = (input.c_w_id, input.c_d_id);
