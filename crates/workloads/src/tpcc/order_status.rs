@@ -81,16 +81,18 @@ pub fn run<P: Protocol>(
     if out.o_id == 0 {
         return Ok(out);
     }
-    out.o_carrier_id = {
+    let ol_cnt = {
         use order::*;
-        let cols = columns(&[O_ENTRY_D, O_CARRIER_ID]);
-        tx.get_columns(t.order, order_key(w, d, out.o_id), cols)?
-            .ok_or(missing("order"))?
-            .u64(O_CARRIER_ID)
+        let cols = columns(&[O_ENTRY_D, O_CARRIER_ID, O_OL_CNT]);
+        let row = tx
+            .get_columns(t.order, order_key(w, d, out.o_id), cols)?
+            .ok_or(missing("order"))?;
+        out.o_carrier_id = row.u64(O_CARRIER_ID);
+        row.u64(O_OL_CNT) as u32
     };
     use order_line::*;
-    let lo = order_line_key(w, d, out.o_id, 0);
-    let hi = order_line_key(w, d, out.o_id, MAX_OL_CNT as u32);
+    let keys = (1..=ol_cnt).map(|ol| order_line_key(w, d, out.o_id, ol));
+    tx.prefetch(t.order_line, keys.clone());
     let cols = columns(&[
         OL_I_ID,
         OL_SUPPLY_W_ID,
@@ -98,10 +100,12 @@ pub fn run<P: Protocol>(
         OL_AMOUNT,
         OL_DELIVERY_D,
     ]);
-    tx.scan(t.order_line, lo, hi, MAX_OL_CNT, cols, |_, row| {
+    for key in keys {
+        let row = tx
+            .get_columns(t.order_line, key, cols)?
+            .ok_or(missing("order line"))?;
         out.lines += 1;
         out.amount += row.i64(OL_AMOUNT);
-        true
-    })?;
+    }
     Ok(out)
 }

@@ -44,13 +44,23 @@ pub fn run<P: Protocol>(
     };
     let items = &mut scratch.items;
     items.clear();
-    let lo = order_line_key(w, d, next_o_id.saturating_sub(20), 0);
-    let hi = order_line_key(w, d, next_o_id - 1, MAX_OL_CNT as u32);
-    let cols = columns(&[order_line::OL_I_ID]);
-    tx.scan(t.order_line, lo, hi, usize::MAX, cols, |_, row| {
-        items.push(row.u64(order_line::OL_I_ID) as u32);
-        true
-    })?;
+    // The lines of the district's last 20 orders: each order's line count, then its lines by key.
+    let orders = next_o_id.saturating_sub(20).max(1)..next_o_id;
+    tx.prefetch(t.order, orders.clone().map(|o| order_key(w, d, o)));
+    for o in orders {
+        let ol_cnt = tx
+            .get_columns(t.order, order_key(w, d, o), columns(&[order::O_OL_CNT]))?
+            .ok_or(missing("order"))?
+            .u64(order::O_OL_CNT) as u32;
+        let keys = (1..=ol_cnt).map(|ol| order_line_key(w, d, o, ol));
+        tx.prefetch(t.order_line, keys.clone());
+        for key in keys {
+            let row = tx
+                .get_columns(t.order_line, key, columns(&[order_line::OL_I_ID]))?
+                .ok_or(missing("order line"))?;
+            items.push(row.u64(order_line::OL_I_ID) as u32);
+        }
+    }
     items.sort_unstable();
     items.dedup();
     tx.prefetch(t.stock, items.iter().map(|&i| stock_key(w, i)));
