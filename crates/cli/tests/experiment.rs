@@ -213,9 +213,10 @@ fn quick_run_writes_its_files(
 
 #[test]
 fn granularity_ycsb_quick_writes_csv_svg_and_report() {
-    let md = quick_run_writes_its_files("granularity-ycsb", 2, &[], 2);
+    let md = quick_run_writes_its_files("granularity-ycsb", 2, &[], 3);
     assert!(md.contains("fine/coarse txn/s"));
     assert!(md.contains("OCC and SwissTM"));
+    assert!(md.contains("fine/coarse at theta 0, pairs "), "{md}");
 }
 
 #[test]
