@@ -118,25 +118,8 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         if let Some(done) = P::apply_in_place(self.st, self.db, t, key, col, op, self.guard) {
             return done;
         }
-        let w = match self.st.find_write(t, key) {
-            Some(w) => match self.st.writes[w].kind {
-                WriteKind::Delete | WriteKind::Cancelled => return Ok(false),
-                WriteKind::Update | WriteKind::Insert => w,
-            },
-            None => {
-                let Some(rec) = self.table(t).get(key, self.guard) else {
-                    self.st.misses.push(MissEntry {
-                        table: t,
-                        key,
-                        version: 0,
-                    });
-                    return Ok(false);
-                };
-                if !self.exists(t, key, rec)? {
-                    return Ok(false);
-                }
-                self.push_write(t, key, Some(rec), WriteKind::Update)
-            }
+        let Some(w) = self.update_entry(t, key)? else {
+            return Ok(false);
         };
         let schema = self.table(t).schema();
         let bit = 1u64 << col;
@@ -169,6 +152,30 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             )?;
         }
         Ok(true)
+    }
+
+    /// The write entry through which the transaction changes row `key`: its own insert or update, or
+    /// a new update if the row exists. `None` if the row does not exist for the transaction (a miss is
+    /// registered when no record is linked).
+    fn update_entry(&mut self, t: TableId, key: u64) -> TxResult<Option<usize>> {
+        if let Some(w) = self.st.find_write(t, key) {
+            return Ok(match self.st.writes[w].kind {
+                WriteKind::Delete | WriteKind::Cancelled => None,
+                WriteKind::Update | WriteKind::Insert => Some(w),
+            });
+        }
+        let Some(rec) = self.table(t).get(key, self.guard) else {
+            self.st.misses.push(MissEntry {
+                table: t,
+                key,
+                version: 0,
+            });
+            return Ok(None);
+        };
+        if !self.exists(t, key, rec)? {
+            return Ok(None);
+        }
+        Ok(Some(self.push_write(t, key, Some(rec), WriteKind::Update)))
     }
 
     fn read_modify_write(
@@ -443,25 +450,8 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         key: u64,
         fill: impl FnOnce(&mut RowWriter<'_>),
     ) -> TxResult<bool> {
-        let w = match self.st.find_write(t, key) {
-            Some(w) => match self.st.writes[w].kind {
-                WriteKind::Delete | WriteKind::Cancelled => return Ok(false),
-                WriteKind::Update | WriteKind::Insert => w,
-            },
-            None => {
-                let Some(rec) = self.table(t).get(key, self.guard) else {
-                    self.st.misses.push(MissEntry {
-                        table: t,
-                        key,
-                        version: 0,
-                    });
-                    return Ok(false);
-                };
-                if !self.exists(t, key, rec)? {
-                    return Ok(false);
-                }
-                self.push_write(t, key, Some(rec), WriteKind::Update)
-            }
+        let Some(w) = self.update_entry(t, key)? else {
+            return Ok(false);
         };
         let before = self.st.writes[w].columns;
         self.write_image(t, w, fill);
