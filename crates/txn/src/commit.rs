@@ -95,9 +95,10 @@ pub(crate) fn lock_inserts<P: Protocol<Meta: TidMeta>>(
     Ok(())
 }
 
-/// How long Silo's commit waits for a write lock another committer holds: about the time a commit
-/// takes to install, so that a lock held by a descheduled committer still ends in an abort.
-pub(crate) const LOCK_PATIENCE: u32 = 4096;
+/// Spins Silo's commit waits for a write lock another committer holds: some tens of microseconds,
+/// far longer than an install takes, yet bounded, so a lock whose holder was descheduled still ends
+/// in an abort.
+pub(crate) const LOCK_PATIENCE: u32 = 1024;
 
 /// Locks the groups written by updates and deletes, in address order. A lock another transaction holds
 /// is waited for during `patience` spins (zero: no-wait); the global order keeps waiting committers
