@@ -131,7 +131,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             crate::splittable::apply_raw(&op, ty, image.raw_mut(col), self.st.worker);
             return Ok(true);
         }
-        let new_groups = schema.groups_of(bit) & !schema.groups_of(entry.columns);
+        let before = entry.columns;
         entry.columns |= bit;
         entry.deferred |= bit;
         self.st.deferred_ops.push(crate::state::DeferredOp {
@@ -139,19 +139,30 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             col: col as u16,
             op,
         });
-        if new_groups != 0 {
-            let rec = self.st.writes[w].rec.expect("updates know their record");
-            P::on_write(
-                self.st,
-                self.db,
-                t,
-                rec,
-                self.table(t).layout(),
-                new_groups,
-                w,
-            )?;
-        }
+        self.on_new_groups(t, w, before)?;
         Ok(true)
+    }
+
+    /// Tells the protocol about the groups update `w` writes now and did not when it wrote only the
+    /// columns `before` (2PL and SwissTM lock them at once).
+    fn on_new_groups(&mut self, t: TableId, w: usize, before: u64) -> TxResult<()> {
+        let entry = &self.st.writes[w];
+        if let (WriteKind::Update, Some(rec)) = (entry.kind, entry.rec) {
+            let schema = self.table(t).schema();
+            let new_groups = schema.groups_of(entry.columns) & !schema.groups_of(before);
+            if new_groups != 0 {
+                P::on_write(
+                    self.st,
+                    self.db,
+                    t,
+                    rec,
+                    self.table(t).layout(),
+                    new_groups,
+                    w,
+                )?;
+            }
+        }
+        Ok(())
     }
 
     /// The write entry through which the transaction changes row `key`: its own insert or update, or
@@ -455,22 +466,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         };
         let before = self.st.writes[w].columns;
         self.write_image(t, w, fill);
-        let entry = &self.st.writes[w];
-        if let (WriteKind::Update, Some(rec)) = (entry.kind, entry.rec) {
-            let schema = self.table(t).schema();
-            let new_groups = schema.groups_of(entry.columns) & !schema.groups_of(before);
-            if new_groups != 0 {
-                P::on_write(
-                    self.st,
-                    self.db,
-                    t,
-                    rec,
-                    self.table(t).layout(),
-                    new_groups,
-                    w,
-                )?;
-            }
-        }
+        self.on_new_groups(t, w, before)?;
         Ok(true)
     }
 
