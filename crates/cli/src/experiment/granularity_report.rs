@@ -204,22 +204,10 @@ pub fn common_setup(s: &Settings) -> Vec<String> {
                 .join(", "),
             s.machine()
         ),
-        format!(
-            "each point: {:.2} s warm-up, {:.2} s measured, seed {}; {}; for each thread count and protocol, coarse and fine ran back to back{}",
-            s.warmup.as_secs_f64(),
-            s.duration.as_secs_f64(),
-            s.seed,
-            if s.runs > 1 {
-                format!("median throughput of {} runs per point", s.runs)
-            } else {
-                "one run per point".to_string()
-            },
-            if s.quick {
-                " (--quick: tiny data, numbers not meaningful)"
-            } else {
-                ""
-            }
-        ),
+        s.point_line(&format!(
+            "{}; for each thread count and protocol, coarse and fine ran back to back",
+            s.median_runs()
+        )),
         format!(
             "a transaction is abandoned after {MAX_RETRIES} conflicting attempts; a protocol whose \
              transactions fail with an error (or, except {REFERENCE}, fail the workload's \

@@ -138,25 +138,15 @@ pub fn common_setup(s: &Settings) -> Vec<String> {
              event loop each) and runs closed-loop clients from one benchmark thread; {}",
             s.machine()
         ),
-        format!(
-            "each point: {:.2} s warm-up, {:.2} s measured, seed {}; {}{}",
-            s.warmup.as_secs_f64(),
-            s.duration.as_secs_f64(),
-            s.seed,
-            if s.runs > 1 {
-                format!(
-                    "{} rounds over all points (so compared points alternate), the run of median throughput reported",
-                    s.runs
-                )
-            } else {
-                "one run per point".to_string()
-            },
-            if s.quick {
-                " (--quick: tiny points, numbers not meaningful)"
-            } else {
-                ""
-            }
-        ),
+        s.point_line(&if s.runs > 1 {
+            format!(
+                "{} rounds over all points (so compared points alternate), the run of median \
+                 throughput reported",
+                s.runs
+            )
+        } else {
+            "one run per point".to_string()
+        }),
         "loopback has no network latency, so a round trip costs CPU rather than waiting: ratios \
          reflect messages and bytes processed per transaction"
             .into(),

@@ -134,6 +134,31 @@ impl Settings {
         )
     }
 
+    /// "each point: warm-up, measured window, seed; `runs`", flagged when `--quick`: the line every
+    /// report gives about how its points were run.
+    pub fn point_line(&self, runs: &str) -> String {
+        format!(
+            "each point: {:.2} s warm-up, {:.2} s measured, seed {}; {runs}{}",
+            self.warmup.as_secs_f64(),
+            self.duration.as_secs_f64(),
+            self.seed,
+            if self.quick {
+                " (--quick: a tiny version, numbers not meaningful)"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// How a point's several runs are reduced to one, for [`Settings::point_line`].
+    pub fn median_runs(&self) -> String {
+        if self.runs > 1 {
+            format!("median throughput of {} runs per point", self.runs)
+        } else {
+            "one run per point".to_string()
+        }
+    }
+
     /// The largest thread count of the sweep.
     pub fn threads_max(&self) -> usize {
         *self.threads.last().expect("at least one thread count")

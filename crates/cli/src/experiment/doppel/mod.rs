@@ -143,22 +143,7 @@ pub fn num(row: &Row, key: &str) -> Option<f64> {
 pub fn common_setup(s: &Settings, threads: usize) -> Vec<String> {
     vec![
         format!("{threads} worker threads on {}", s.machine()),
-        format!(
-            "each point: {:.2} s warm-up, {:.2} s measured, seed {}; {}{}",
-            s.warmup.as_secs_f64(),
-            s.duration.as_secs_f64(),
-            s.seed,
-            if s.runs > 1 {
-                format!("median throughput of {} runs per point", s.runs)
-            } else {
-                "one run per point".to_string()
-            },
-            if s.quick {
-                " (--quick: tiny data, numbers not meaningful)"
-            } else {
-                ""
-            }
-        ),
+        s.point_line(&s.median_runs()),
         format!(
             "a transaction is abandoned after {MAX_RETRIES} conflicting attempts; points run one \
              after another, so compared points ran side by side"
