@@ -16,11 +16,10 @@ use phasedb_workloads::{BenchOptions, BenchResult, run_bench};
 const TRANSFER: usize = 0;
 const AUDIT: usize = 1;
 
+mod common;
+
 fn seed() -> u64 {
-    match std::env::var("PHASEDB_SEED") {
-        Ok(s) => s.parse().expect("PHASEDB_SEED is a number"),
-        Err(_) => 0x5eed_ba4c,
-    }
+    common::seed_or(0x5eed_ba4c)
 }
 
 fn run<P: Protocol>(cfg: BankConfig, threads: usize, millis: u64, seed: u64) -> (BenchResult, u64) {

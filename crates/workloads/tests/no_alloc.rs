@@ -97,11 +97,10 @@ const AUDIT: usize = 1;
 const WARMUP: usize = 20_000;
 const MEASURED: usize = 20_000;
 
+mod common;
+
 fn seed() -> u64 {
-    match std::env::var("PHASEDB_SEED") {
-        Ok(s) => s.parse().expect("PHASEDB_SEED is a number"),
-        Err(_) => 0xa110c,
-    }
+    common::seed_or(0xa110c)
 }
 
 /// Sets `workload` up on protocol `P`, runs `WARMUP` transactions on one worker, then returns the

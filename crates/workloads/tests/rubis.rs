@@ -18,11 +18,10 @@ use phasedb_workloads::rubis::{
 };
 use phasedb_workloads::{BenchOptions, BenchResult, Workload, run_bench};
 
+mod common;
+
 fn seed() -> u64 {
-    match std::env::var("PHASEDB_SEED") {
-        Ok(s) => s.parse().expect("PHASEDB_SEED is a number"),
-        Err(_) => 0x5ab15,
-    }
+    common::seed_or(0x5ab15)
 }
 
 /// A small population that loads in milliseconds.
@@ -44,18 +43,7 @@ fn loaded(cfg: RubisConfig) -> (Rubis, Database<Occ>) {
 }
 
 fn run<P: Protocol>(cfg: RubisConfig, millis: u64, record: bool) -> BenchResult {
-    let mut rubis = Rubis::new(cfg);
-    let opts = BenchOptions {
-        threads: 2,
-        warmup: Duration::from_millis(if record { 0 } else { 50 }),
-        duration: Duration::from_millis(millis),
-        seed: seed(),
-        config: Config {
-            record_history: record,
-            ..Config::default()
-        },
-    };
-    run_bench::<P, _>(&mut rubis, &opts, |_, _| {})
+    common::run::<P, _>(&mut Rubis::new(cfg), 2, millis, record, seed())
 }
 
 #[test]
@@ -342,16 +330,7 @@ fn other_protocols_keep_the_conditions() {
 fn recorded_contended_run_is_serializable<P: Protocol>() {
     let ctx = format!("{}, recorded RUBiS-C, 2 threads, seed {}", P::NAME, seed());
     let r = run::<P>(small(RubisMix::Contended), 150, true);
-    assert_eq!(r.check, Ok(()), "{ctx}");
-    assert!(
-        r.history.len() > 100,
-        "{ctx}: {} transactions",
-        r.history.len()
-    );
-    if let Err(a) = phasedb_check::check_serializable(&r.history) {
-        panic!("{ctx}: {a}");
-    }
-    eprintln!("{ctx}: {} transactions serializable", r.history.len());
+    common::assert_recorded_serializable(&r, &ctx);
 }
 
 #[test]

@@ -7,7 +7,6 @@
 
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use phasedb_txn::{Config, Database, NoCc, Occ, Protocol, TxError, Worker};
 use phasedb_workloads::tpcc::customer::{self, CustomerBy};
@@ -15,13 +14,12 @@ use phasedb_workloads::tpcc::schema::{self, Tables};
 use phasedb_workloads::tpcc::{
     NEW_ORDER, PAYMENT, Scratch, TXN_TYPES, Tpcc, TpccConfig, TpccMix, new_order, payment, random,
 };
-use phasedb_workloads::{BenchOptions, BenchResult, Workload, run_bench};
+use phasedb_workloads::{BenchResult, Workload};
+
+mod common;
 
 fn seed() -> u64 {
-    match std::env::var("PHASEDB_SEED") {
-        Ok(s) => s.parse().expect("PHASEDB_SEED is a number"),
-        Err(_) => 0x7cc,
-    }
+    common::seed_or(0x7cc)
 }
 
 fn loaded<P: Protocol>(cfg: TpccConfig) -> (Tpcc, Database<P>) {
@@ -239,18 +237,7 @@ fn fine_groups_keep_new_order_and_payment_apart() {
 }
 
 fn run<P: Protocol>(cfg: TpccConfig, threads: usize, millis: u64, record: bool) -> BenchResult {
-    let mut tpcc = Tpcc::new(cfg);
-    let opts = BenchOptions {
-        threads,
-        warmup: Duration::from_millis(if record { 0 } else { 50 }),
-        duration: Duration::from_millis(millis),
-        seed: seed(),
-        config: Config {
-            record_history: record,
-            ..Config::default()
-        },
-    };
-    run_bench::<P, _>(&mut tpcc, &opts, |_, _| {})
+    common::run::<P, _>(&mut Tpcc::new(cfg), threads, millis, record, seed())
 }
 
 /// Every type committed, nothing failed, and about 1% of NewOrders rolled back by choice.
@@ -348,16 +335,7 @@ fn occ_two_warehouses_and_other_mixes_keep_the_conditions() {
 fn recorded_occ_run_is_serializable() {
     let ctx = format!("occ, recorded standard mix, 2 threads, seed {}", seed());
     let r = run::<Occ>(TpccConfig::default(), 2, 150, true);
-    assert_eq!(r.check, Ok(()), "{ctx}");
-    assert!(
-        r.history.len() > 100,
-        "{ctx}: {} transactions",
-        r.history.len()
-    );
-    if let Err(a) = phasedb_check::check_serializable(&r.history) {
-        panic!("{ctx}: {a}");
-    }
-    eprintln!("{ctx}: {} transactions serializable", r.history.len());
+    common::assert_recorded_serializable(&r, &ctx);
 }
 
 #[test]
