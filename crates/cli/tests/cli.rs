@@ -107,6 +107,19 @@ fn table_output_names_every_type() {
     }
 }
 
+/// Every command in `cases` fails, prints nothing on stdout and names its problem on stderr.
+fn all_rejected(cases: &[(&[&str], &str)]) {
+    for (args, needle) in cases {
+        let (code, out, err) = phasedb(args);
+        assert_ne!(code, 0, "{args:?} should fail");
+        assert!(out.is_empty(), "{args:?} printed to stdout: {out}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err}"
+        );
+    }
+}
+
 #[test]
 fn bad_flags_get_clear_errors() {
     let cases: &[(&[&str], &str)] = &[
@@ -155,15 +168,7 @@ fn bad_flags_get_clear_errors() {
         (&["bench", "incrz", "--alpha", "1"], "--alpha must be"),
         (&["bench", "nosuchworkload"], "unrecognized subcommand"),
     ];
-    for (args, needle) in cases {
-        let (code, out, err) = phasedb(args);
-        assert_ne!(code, 0, "{args:?} should fail");
-        assert!(out.is_empty(), "{args:?} printed to stdout: {out}");
-        assert!(
-            err.contains(needle),
-            "{args:?}: expected {needle:?} in {err}"
-        );
-    }
+    all_rejected(cases);
 }
 
 #[test]
@@ -196,15 +201,7 @@ fn rubis_flags_get_clear_errors_and_a_small_run_passes_its_check() {
             "the atomic protocol runs only the increment workloads",
         ),
     ];
-    for (args, needle) in cases {
-        let (code, out, err) = phasedb(args);
-        assert_ne!(code, 0, "{args:?} should fail");
-        assert!(out.is_empty(), "{args:?} printed to stdout: {out}");
-        assert!(
-            err.contains(needle),
-            "{args:?}: expected {needle:?} in {err}"
-        );
-    }
+    all_rejected(cases);
     let (code, out, err) = phasedb(&[
         "bench",
         "rubis",
