@@ -175,6 +175,15 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 WriteKind::Update | WriteKind::Insert => Some(w),
             });
         }
+        let Some(rec) = self.present_record(t, key)? else {
+            return Ok(None);
+        };
+        Ok(Some(self.push_write(t, key, Some(rec), WriteKind::Update)))
+    }
+
+    /// The record of row `key` if the row exists, registering what was observed: a miss when no record
+    /// is linked, the absence when the record is a tombstone.
+    fn present_record(&mut self, t: TableId, key: u64) -> TxResult<Option<RecordPtr<P::Meta>>> {
         let Some(rec) = self.table(t).get(key, self.guard) else {
             self.st.misses.push(MissEntry {
                 table: t,
@@ -183,10 +192,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             });
             return Ok(None);
         };
-        if !self.exists(t, key, rec)? {
-            return Ok(None);
-        }
-        Ok(Some(self.push_write(t, key, Some(rec), WriteKind::Update)))
+        Ok(self.exists(t, key, rec)?.then_some(rec))
     }
 
     fn read_modify_write(
@@ -560,17 +566,9 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 }
             }
             None => {
-                let Some(rec) = self.table(t).get(key, self.guard) else {
-                    self.st.misses.push(MissEntry {
-                        table: t,
-                        key,
-                        version: 0,
-                    });
+                let Some(rec) = self.present_record(t, key)? else {
                     return Ok(false);
                 };
-                if !self.exists(t, key, rec)? {
-                    return Ok(false);
-                }
                 let w = self.push_write(t, key, Some(rec), WriteKind::Delete);
                 let all = self.table(t).schema().all_groups();
                 P::on_write(self.st, self.db, t, rec, self.table(t).layout(), all, w)?;
