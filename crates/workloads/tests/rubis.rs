@@ -230,16 +230,7 @@ fn config_errors_are_clear() {
 
 /// Every type committed, none failed, and only StoreBuyNow (sold out) rolled back by choice.
 fn every_type_commits(r: &BenchResult, ctx: &str) {
-    assert_eq!(r.check, Ok(()), "{ctx}: consistency check");
-    assert_eq!(r.txn_types, TXN_TYPES.to_vec(), "{ctx}");
-    for (ty, name) in TXN_TYPES.iter().enumerate() {
-        let s = &r.stats.types[ty];
-        assert!(s.committed > 0, "{ctx}: no {name} committed");
-        assert_eq!(s.failures, 0, "{ctx}: {name} failed");
-        if ty != STORE_BUY_NOW {
-            assert_eq!(s.user_aborts, 0, "{ctx}: {name} aborted by choice");
-        }
-    }
+    common::every_type_commits(r, ctx, &TXN_TYPES, STORE_BUY_NOW);
     eprintln!(
         "{ctx}: {} committed, {:.2}% conflicting attempts",
         r.stats.total().committed,

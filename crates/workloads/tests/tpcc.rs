@@ -242,16 +242,7 @@ fn run<P: Protocol>(cfg: TpccConfig, threads: usize, millis: u64, record: bool) 
 
 /// Every type committed, nothing failed, and about 1% of NewOrders rolled back by choice.
 fn every_type_commits(r: &BenchResult, ctx: &str) {
-    assert_eq!(r.check, Ok(()), "{ctx}: consistency check");
-    assert_eq!(r.txn_types, TXN_TYPES.to_vec(), "{ctx}");
-    for (ty, name) in TXN_TYPES.iter().enumerate() {
-        let s = &r.stats.types[ty];
-        assert!(s.committed > 0, "{ctx}: no {name} committed");
-        assert_eq!(s.failures, 0, "{ctx}: {name} failed");
-        if ty != NEW_ORDER {
-            assert_eq!(s.user_aborts, 0, "{ctx}: {name} aborted by choice");
-        }
-    }
+    common::every_type_commits(r, ctx, &TXN_TYPES, NEW_ORDER);
     let no = &r.stats.types[NEW_ORDER];
     let share = no.user_aborts as f64 / (no.committed + no.user_aborts) as f64;
     eprintln!(

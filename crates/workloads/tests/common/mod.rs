@@ -52,3 +52,18 @@ pub fn assert_recorded_serializable(r: &BenchResult, ctx: &str) {
     }
     eprintln!("{ctx}: {} transactions serializable", r.history.len());
 }
+
+/// The run kept the workload's conditions, and every type of `types` committed and none failed; only
+/// type `may_roll_back` aborted by the procedure's choice.
+pub fn every_type_commits(r: &BenchResult, ctx: &str, types: &[&str], may_roll_back: usize) {
+    assert_eq!(r.check, Ok(()), "{ctx}: consistency check");
+    assert_eq!(r.txn_types, types.to_vec(), "{ctx}");
+    for (ty, name) in types.iter().enumerate() {
+        let s = &r.stats.types[ty];
+        assert!(s.committed > 0, "{ctx}: no {name} committed");
+        assert_eq!(s.failures, 0, "{ctx}: {name} failed");
+        if ty != may_roll_back {
+            assert_eq!(s.user_aborts, 0, "{ctx}: {name} aborted by choice");
+        }
+    }
+}
