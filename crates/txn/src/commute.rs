@@ -12,8 +12,12 @@ use crate::state::{TxState, WriteKind};
 /// Applies write `w`'s deferred operations on the columns in `cols` to the committed row image in
 /// `st.row` (the caller has just read, and so registered, their groups), stores the results in the
 /// write's image, and makes those columns ordinary written columns.
+#[inline]
 pub(crate) fn resolve_on_read<M>(st: &mut TxState<M>, schema: &Schema, w: usize, cols: u64) {
     let mut m = st.writes[w].deferred & cols;
+    if m == 0 {
+        return;
+    }
     st.writes[w].deferred &= !m;
     while m != 0 {
         let c = m.trailing_zeros() as usize;
