@@ -1,6 +1,7 @@
 //! TPC-C: the initial population matches the specification, the consistency conditions hold after
-//! load and after concurrent runs, every transaction type commits, NewOrder's invalid items roll back
-//! as user aborts, and a recorded run is serializable.
+//! load and after concurrent runs and the check catches a break of each of conditions 8-11, every
+//! transaction type commits, NewOrder's invalid items roll back as user aborts, and a recorded run is
+//! serializable.
 //!
 //! Runs are timed, so a seed fixes what each thread generates but not the interleaving; a failure
 //! names the seed and `PHASEDB_SEED=<seed>` reruns with it.
@@ -8,11 +9,12 @@
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use phasedb_txn::{Config, Database, NoCc, Occ, Protocol, TxError, Worker};
+use phasedb_txn::{Config, Database, NoCc, Occ, Protocol, TableId, TxError, Worker, columns};
 use phasedb_workloads::tpcc::customer::{self, CustomerBy};
 use phasedb_workloads::tpcc::schema::{self, Tables};
 use phasedb_workloads::tpcc::{
-    NEW_ORDER, PAYMENT, Scratch, TXN_TYPES, Tpcc, TpccConfig, TpccMix, new_order, payment, random,
+    NEW_ORDER, PAYMENT, Scratch, TXN_TYPES, Tpcc, TpccConfig, TpccMix, delivery, new_order,
+    payment, random,
 };
 use phasedb_workloads::{BenchResult, Workload};
 
@@ -233,6 +235,231 @@ fn fine_groups_keep_new_order_and_payment_apart() {
         new_order_conflicts_with_payment(true),
         0,
         "fine groups do not"
+    );
+}
+
+/// Reads column `col` of row `key`.
+fn read(db: &Database<Occ>, table: TableId, key: u64, col: usize) -> u64 {
+    db.execute(|tx| {
+        let row = tx.get_columns(table, key, columns(&[col]))?.unwrap();
+        Ok(row.u64(col))
+    })
+    .unwrap()
+}
+
+/// Adds `delta` to the I64 columns or U64 ids `(table, key, col, delta)`, all in one committed
+/// transaction.
+fn add(db: &Database<Occ>, changes: &[(TableId, u64, usize, i64)]) {
+    db.execute(|tx| {
+        for &(table, key, col, delta) in changes {
+            let row = tx.get_columns(table, key, columns(&[col]))?.unwrap();
+            let v = row.u64(col).wrapping_add(delta as u64);
+            assert!(tx.update(table, key, |w| w.set_u64(col, v))?);
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// The key of the history row of the one Payment a corruption test makes.
+const HISTORY_KEY: u64 = 1 << 63;
+
+/// Loads one warehouse with `mix` and commits one Payment of 12.34 by customer 42 of district 2 to
+/// district 2, whose history row has key [`HISTORY_KEY`].
+fn loaded_and_paid(mix: TpccMix) -> (Tpcc, Database<Occ>) {
+    let (tpcc, db) = loaded::<Occ>(TpccConfig {
+        mix,
+        ..TpccConfig::default()
+    });
+    let t = *tpcc.tables();
+    let pay = payment::Input {
+        w_id: 1,
+        d_id: 2,
+        c_w_id: 1,
+        c_d_id: 2,
+        customer: CustomerBy::Id(42),
+        amount: 1234,
+        date: 1,
+        history_key: HISTORY_KEY,
+    };
+    let mut scratch = Scratch::new();
+    db.execute(|tx| payment::run(tx, &t, &pay, &mut scratch))
+        .unwrap();
+    assert_eq!(tpcc.check(&db), Ok(()), "after the payment");
+    (tpcc, db)
+}
+
+/// Applies `changes`, expects the check to fail first on `condition` with every string of `place` in
+/// the message, then undoes them and expects the check to pass again.
+fn breaks(
+    tpcc: &Tpcc,
+    db: &Database<Occ>,
+    changes: &[(TableId, u64, usize, i64)],
+    condition: &str,
+    place: &[&str],
+) {
+    add(db, changes);
+    let err = tpcc.check(db).expect_err(condition);
+    assert!(
+        err.starts_with(&format!("{condition} (")),
+        "expected {condition}: {err}"
+    );
+    for p in place {
+        assert!(err.contains(p), "expected {p:?}: {err}");
+    }
+    let undo: Vec<_> = changes.iter().map(|&(t, k, c, d)| (t, k, c, -d)).collect();
+    add(db, &undo);
+    assert_eq!(tpcc.check(db), Ok(()), "{condition} restored");
+}
+
+/// Condition 8 (W_YTD = sum(H_AMOUNT)): a history amount changed (which breaks 9 and 10 as well, but
+/// not 1), and W_YTD moved together with one D_YTD, which keeps condition 1.
+#[test]
+fn check_catches_condition_8() {
+    let (tpcc, db) = loaded_and_paid(TpccMix::Standard);
+    let t = *tpcc.tables();
+    let amount = schema::history::H_AMOUNT;
+    assert_eq!(read(&db, t.history, HISTORY_KEY, amount), 1234);
+    let at = ["fails in warehouse 1:", "sum(H_AMOUNT) = "];
+    breaks(
+        &tpcc,
+        &db,
+        &[(t.history, HISTORY_KEY, amount, 1)],
+        "condition 8",
+        &at,
+    );
+    let both = [
+        (
+            t.warehouse,
+            schema::warehouse_key(1),
+            schema::warehouse::W_YTD,
+            5,
+        ),
+        (
+            t.district,
+            schema::district_key(1, 7),
+            schema::district::D_YTD,
+            5,
+        ),
+    ];
+    breaks(&tpcc, &db, &both, "condition 8", &at);
+}
+
+/// Condition 9 (D_YTD = sum(H_AMOUNT)): a history row moved to another district of its warehouse
+/// (which keeps 8 and 10), and D_YTD moved from one district to another (which keeps 1 and 8).
+#[test]
+fn check_catches_condition_9() {
+    let (tpcc, db) = loaded_and_paid(TpccMix::Standard);
+    let t = *tpcc.tables();
+    let d_id = schema::history::H_D_ID;
+    let at = ["in warehouse 1 district 2:", "D_YTD = "];
+    breaks(
+        &tpcc,
+        &db,
+        &[(t.history, HISTORY_KEY, d_id, 1)],
+        "condition 9",
+        &at,
+    );
+    let moved = [
+        (
+            t.district,
+            schema::district_key(1, 2),
+            schema::district::D_YTD,
+            100,
+        ),
+        (
+            t.district,
+            schema::district_key(1, 5),
+            schema::district::D_YTD,
+            -100,
+        ),
+    ];
+    breaks(&tpcc, &db, &moved, "condition 9", &at);
+}
+
+/// Condition 10 (C_BALANCE = delivered OL_AMOUNT - sum(H_AMOUNT)): a history row given to another
+/// customer of the district (which keeps 8, 9 and 12), and C_BALANCE and C_YTD_PAYMENT moved in
+/// opposite directions (which keeps 12).
+#[test]
+fn check_catches_condition_10() {
+    let (tpcc, db) = loaded_and_paid(TpccMix::Standard);
+    let t = *tpcc.tables();
+    let c_id = schema::history::H_C_ID;
+    let at = ["in warehouse 1 district 2 customer 42:", "C_BALANCE = "];
+    breaks(
+        &tpcc,
+        &db,
+        &[(t.history, HISTORY_KEY, c_id, 1)],
+        "condition 10",
+        &at,
+    );
+    use schema::customer::{C_BALANCE, C_YTD_PAYMENT};
+    let key = schema::customer_key(1, 9, 7);
+    let moved = [
+        (t.customer, key, C_BALANCE, 1),
+        (t.customer, key, C_YTD_PAYMENT, -1),
+    ];
+    let at = ["in warehouse 1 district 9 customer 7:"];
+    breaks(&tpcc, &db, &moved, "condition 10", &at);
+}
+
+/// Delivers the oldest undelivered order of each district of warehouse 1.
+fn deliver(tpcc: &Tpcc, db: &Database<Occ>) -> delivery::Output {
+    let t = *tpcc.tables();
+    let input = delivery::Input {
+        w_id: 1,
+        carrier_id: 3,
+        delivery_d: 1,
+        first_o_id: [0; schema::DISTRICTS as usize],
+    };
+    db.execute(|tx| delivery::run(tx, &t, &input)).unwrap()
+}
+
+/// Condition 11 as the specification writes it ((count(*) from ORDER) - (count(*) from NEW-ORDER) =
+/// 2100) holds until the first delivery: with a mix without Delivery, the check reports a delivery,
+/// and only condition 11 (every other condition of the district is checked before it and holds).
+#[test]
+fn check_catches_condition_11_without_delivery_in_the_mix() {
+    let (tpcc, db) = loaded_and_paid(TpccMix::NewOrderPayment);
+    let out = deliver(&tpcc, &db);
+    assert_eq!(
+        out.o_ids,
+        [schema::FIRST_NEW_ORDER; schema::DISTRICTS as usize]
+    );
+    let err = tpcc
+        .check(&db)
+        .expect_err("a delivery in a mix without Delivery");
+    assert!(
+        err.starts_with("condition 11 ((count(*) from ORDER) - (count(*) from NEW-ORDER) = 2100"),
+        "{err}"
+    );
+    assert!(
+        err.contains("in warehouse 1 district 1: 3000 - 899 = 2101"),
+        "{err}"
+    );
+}
+
+/// With Delivery in the mix, condition 11 counts the deliveries since the load (sum(C_DELIVERY_CNT)):
+/// it holds after a delivery, and fails when a delivery count is off.
+#[test]
+fn check_catches_condition_11_with_delivery_in_the_mix() {
+    let (tpcc, db) = loaded_and_paid(TpccMix::Standard);
+    let t = *tpcc.tables();
+    deliver(&tpcc, &db);
+    assert_eq!(tpcc.check(&db), Ok(()), "after a delivery");
+    let key = schema::customer_key(1, 4, 3000);
+    let cnt = schema::customer::C_DELIVERY_CNT;
+    let at = [
+        "in warehouse 1 district 4:",
+        "3000 - 899 = 2101, 2100 + 2 = 2102",
+    ];
+    let changes = [(t.customer, key, cnt, 1)];
+    breaks(
+        &tpcc,
+        &db,
+        &changes,
+        "condition 11 counting deliveries",
+        &at,
     );
 }
 

@@ -1,6 +1,22 @@
-//! The consistency conditions of clause 3.3.2, read through transactions: 1-7 and 12, plus the
+//! The consistency conditions of clause 3.3.2, read through transactions: all twelve, plus the
 //! agreement of the two secondary indexes with their tables. Order lines, which have no ordered index,
-//! are gathered once by walking their table (the check runs after the workload, with nothing running).
+//! and history rows, which have no key a check could range over, are gathered once by walking their
+//! tables (the check runs after the workload, with nothing running).
+//!
+//! - 1: W_YTD = sum(D_YTD). 8: W_YTD = sum(H_AMOUNT) over the warehouse's history rows (H_W_ID).
+//!   9: D_YTD = sum(H_AMOUNT) over the district's history rows (H_W_ID, H_D_ID). Payment adds to
+//!   W_YTD and D_YTD commutatively; the check reads them after the run, when every add is in.
+//! - 2-7: order ids, new-order rows, order-line counts and delivery markers.
+//! - 10: C_BALANCE = sum(OL_AMOUNT of the customer's delivered order lines) - sum(H_AMOUNT of the
+//!   customer's history rows, H_C_W_ID, H_C_D_ID, H_C_ID). 12: C_BALANCE + C_YTD_PAYMENT = the same
+//!   delivered OL_AMOUNT.
+//! - 11: (count(*) from ORDER) - (count(*) from NEW-ORDER) = 2100 per district. The population has
+//!   2,100 delivered orders per district and NewOrder adds one row to each table, but every Delivery
+//!   deletes a NEW-ORDER row and keeps its ORDER row, so the condition as written holds only until the
+//!   district's first delivery. It is checked as written when the mix has no Delivery. With Delivery
+//!   in the mix it is checked counting the deliveries made since the load, which Delivery records in
+//!   C_DELIVERY_CNT (0 at load): count(ORDER) - count(NEW-ORDER) = 2100 + sum(C_DELIVERY_CNT) over the
+//!   district's customers, which is the condition as written until the first delivery.
 
 use std::collections::HashMap;
 
@@ -27,8 +43,67 @@ struct Line {
     delivered: bool,
 }
 
+/// Orders delivered per district at load (O_ID 1..=2100): condition 11's 2100.
+const LOADED_DELIVERED: u64 = FIRST_NEW_ORDER as u64 - 1;
+
+/// Sums of H_AMOUNT over the history rows, by the warehouse and district paid to (conditions 8 and 9)
+/// and by the customer who paid (condition 10).
+struct Payments {
+    /// Indexed by H_W_ID (0 unused).
+    warehouse: Vec<i64>,
+    /// Indexed by `district_index(H_W_ID, H_D_ID)`.
+    district: Vec<i64>,
+    /// Indexed by `district_index(H_C_W_ID, H_C_D_ID) * (CUSTOMERS + 1) + H_C_ID` (C_ID 0 unused).
+    customer: Vec<i64>,
+}
+
+fn district_index(w: u32, d: u32) -> usize {
+    ((w - 1) * DISTRICTS + (d - 1)) as usize
+}
+
+/// Sums every history row's H_AMOUNT, or names the first row whose ids name no customer or district.
+fn payments<P: Protocol>(
+    db: &Database<P>,
+    t: &Tables,
+    warehouses: u32,
+) -> Result<Payments, String> {
+    let districts = (warehouses * DISTRICTS) as usize;
+    let per_d = CUSTOMERS as usize + 1;
+    let mut p = Payments {
+        warehouse: vec![0; warehouses as usize + 1],
+        district: vec![0; districts],
+        customer: vec![0; districts * per_d],
+    };
+    let mut wrong = None;
+    db.for_each_row_quiescent(t.history, |key, row| {
+        use history::*;
+        let id = |c| u32::try_from(row.u64(c)).unwrap_or(u32::MAX);
+        let (w, d) = (id(H_W_ID), id(H_D_ID));
+        let (c_w, c_d, c) = (id(H_C_W_ID), id(H_C_D_ID), id(H_C_ID));
+        let district = |w, d| (1..=warehouses).contains(&w) && (1..=DISTRICTS).contains(&d);
+        if !district(w, d) || !district(c_w, c_d) || !(1..=CUSTOMERS).contains(&c) {
+            wrong.get_or_insert(format!(
+                "history row {key:#x} names warehouse {w} district {d} and customer {c} of \
+                 warehouse {c_w} district {c_d}, which do not all exist"
+            ));
+            return;
+        }
+        let amount = row.i64(H_AMOUNT);
+        p.warehouse[w as usize] += amount;
+        p.district[district_index(w, d)] += amount;
+        p.customer[district_index(c_w, c_d) * per_d + c as usize] += amount;
+    });
+    wrong.map_or(Ok(p), Err)
+}
+
 /// Checks every condition on every warehouse; the first failure names the condition and the place.
-pub fn check<P: Protocol>(db: &Database<P>, t: &Tables, warehouses: u32) -> Result<(), String> {
+/// `delivery_in_mix` says whether Delivery may have run (see condition 11 in the module comment).
+pub fn check<P: Protocol>(
+    db: &Database<P>,
+    t: &Tables,
+    warehouses: u32,
+    delivery_in_mix: bool,
+) -> Result<(), String> {
     let mut lines: HashMap<(u32, u32), Vec<Line>> = HashMap::new();
     db.for_each_row_quiescent(t.order_line, |key, row| {
         use order_line::*;
@@ -47,23 +122,46 @@ pub fn check<P: Protocol>(db: &Database<P>, t: &Tables, warehouses: u32) -> Resu
             "an order line names warehouse {w} district {d}, which does not exist"
         ));
     }
+    let payments = payments(db, t, warehouses)?;
+    let per_d = CUSTOMERS as usize + 1;
     for w in 1..=warehouses {
-        let r = db.execute(|tx| warehouse_ytd(tx, t, w));
+        let paid = payments.warehouse[w as usize];
+        let r = db.execute(|tx| warehouse_ytd(tx, t, w, paid));
         r.map_err(|e| format!("warehouse {w}: reading failed: {e}"))??;
         for d in 1..=DISTRICTS {
-            let district_lines = lines.get(&(w, d)).map_or(&[][..], Vec::as_slice);
-            let r = db.execute(|tx| district(tx, t, w, d, district_lines));
+            let i = district_index(w, d);
+            let gathered = District {
+                lines: lines.get(&(w, d)).map_or(&[][..], Vec::as_slice),
+                paid: payments.district[i],
+                customers_paid: &payments.customer[i * per_d..(i + 1) * per_d],
+                delivery_in_mix,
+            };
+            let r = db.execute(|tx| district(tx, t, w, d, &gathered));
             r.map_err(|e| format!("warehouse {w} district {d}: reading failed: {e}"))??;
         }
     }
     Ok(())
 }
 
-/// Condition 1: W_YTD = sum(D_YTD).
+/// What the check gathered outside transactions for one district.
+struct District<'a> {
+    /// Its order lines.
+    lines: &'a [Line],
+    /// sum(H_AMOUNT) of the history rows paid to it.
+    paid: i64,
+    /// sum(H_AMOUNT) of the history rows of each of its customers, indexed by C_ID.
+    customers_paid: &'a [i64],
+    /// Whether Delivery is in the mix (condition 11).
+    delivery_in_mix: bool,
+}
+
+/// Condition 1: W_YTD = sum(D_YTD), and condition 8: W_YTD = `paid`, the sum of H_AMOUNT over the
+/// history rows with H_W_ID = W_ID.
 fn warehouse_ytd<P: Protocol>(
     tx: &mut Tx<'_, '_, P>,
     t: &Tables,
     w: u32,
+    paid: i64,
 ) -> TxResult<Result<(), String>> {
     let w_ytd = match tx.get_columns(t.warehouse, warehouse_key(w), columns(&[warehouse::W_YTD]))? {
         Some(row) => row.i64(warehouse::W_YTD),
@@ -77,32 +175,47 @@ fn warehouse_ytd<P: Protocol>(
             None => return Ok(Err(format!("warehouse {w} district {d} is missing"))),
         }
     }
-    Ok(if w_ytd == sum {
-        Ok(())
-    } else {
+    Ok(if w_ytd != sum {
         Err(format!(
             "condition 1 (W_YTD = sum(D_YTD)) fails in warehouse {w}: W_YTD = {w_ytd}, sum(D_YTD) = {sum}"
         ))
+    } else if w_ytd != paid {
+        Err(format!(
+            "condition 8 (W_YTD = sum(H_AMOUNT) where H_W_ID = W_ID) fails in warehouse {w}: \
+             W_YTD = {w_ytd}, sum(H_AMOUNT) = {paid}"
+        ))
+    } else {
+        Ok(())
     })
 }
 
-/// Conditions 2-7 and 12 on district (w, d), and the secondary indexes.
+/// Conditions 2-7 and 9-12 on district (w, d), and the secondary indexes.
 fn district<P: Protocol>(
     tx: &mut Tx<'_, '_, P>,
     t: &Tables,
     w: u32,
     d: u32,
-    lines: &[Line],
+    gathered: &District<'_>,
 ) -> TxResult<Result<(), String>> {
     let at = format!("in warehouse {w} district {d}");
-    let next_o_id = match tx.get_columns(
+    let (next_o_id, d_ytd) = match tx.get_columns(
         t.district,
         district_key(w, d),
-        columns(&[district::D_NEXT_O_ID]),
+        columns(&[district::D_NEXT_O_ID, district::D_YTD]),
     )? {
-        Some(row) => row.u64(district::D_NEXT_O_ID) as u32,
+        Some(row) => (
+            row.u64(district::D_NEXT_O_ID) as u32,
+            row.i64(district::D_YTD),
+        ),
         None => return Ok(Err(format!("district missing {at}"))),
     };
+    if d_ytd != gathered.paid {
+        return Ok(Err(format!(
+            "condition 9 (D_YTD = sum(H_AMOUNT) where (H_W_ID, H_D_ID) = (D_W_ID, D_ID)) fails {at}: \
+             D_YTD = {d_ytd}, sum(H_AMOUNT) = {}",
+            gathered.paid
+        )));
+    }
     // Orders, indexed by O_ID.
     let mut orders = vec![OrderInfo::default(); next_o_id as usize + 1];
     let (lo, hi) = (order_key(w, d, 0), order_key(w, d, u32::MAX));
@@ -171,7 +284,7 @@ fn district<P: Protocol>(
     let mut delivered = vec![0i64; CUSTOMERS as usize + 1];
     let mut line_errors = None;
     let mut total_lines = 0u64;
-    for line in lines {
+    for line in gathered.lines {
         total_lines += 1;
         let o = line.o;
         let Some(info) = orders.get_mut(o as usize).filter(|i| i.exists) else {
@@ -214,21 +327,49 @@ fn district<P: Protocol>(
             )));
         }
     }
+    // Condition 10: C_BALANCE = the customer's delivered OL_AMOUNT - its H_AMOUNT.
     // Condition 12: C_BALANCE + C_YTD_PAYMENT = sum of the customer's delivered OL_AMOUNT.
+    let mut deliveries = 0u64;
     for c in 1..=CUSTOMERS {
         use customer::*;
-        let cols = columns(&[C_BALANCE, C_YTD_PAYMENT]);
+        let cols = columns(&[C_BALANCE, C_YTD_PAYMENT, C_DELIVERY_CNT]);
         let Some(row) = tx.get_columns(t.customer, customer_key(w, d, c), cols)? else {
             return Ok(Err(format!("customer {c} missing {at}")));
         };
         let (balance, ytd) = (row.i64(C_BALANCE), row.i64(C_YTD_PAYMENT));
-        if balance + ytd != delivered[c as usize] {
+        deliveries += row.u64(C_DELIVERY_CNT);
+        let (ordered, paid) = (delivered[c as usize], gathered.customers_paid[c as usize]);
+        if balance != ordered - paid {
             return Ok(Err(format!(
-                "condition 12 (C_BALANCE + C_YTD_PAYMENT = delivered OL_AMOUNT) fails {at} \
-                 customer {c}: {balance} + {ytd} != {}",
-                delivered[c as usize]
+                "condition 10 (C_BALANCE = sum(delivered OL_AMOUNT) - sum(H_AMOUNT)) fails {at} \
+                 customer {c}: C_BALANCE = {balance}, {ordered} - {paid} = {}",
+                ordered - paid
             )));
         }
+        if balance + ytd != ordered {
+            return Ok(Err(format!(
+                "condition 12 (C_BALANCE + C_YTD_PAYMENT = delivered OL_AMOUNT) fails {at} \
+                 customer {c}: {balance} + {ytd} != {ordered}"
+            )));
+        }
+    }
+    // Condition 11: count(ORDER) - count(NEW-ORDER) = 2100, plus the deliveries since the load when
+    // Delivery is in the mix.
+    let count_o = orders.iter().filter(|o| o.exists).count() as i64;
+    let diff = count_o - count_no as i64;
+    if !gathered.delivery_in_mix && diff != LOADED_DELIVERED as i64 {
+        return Ok(Err(format!(
+            "condition 11 ((count(*) from ORDER) - (count(*) from NEW-ORDER) = {LOADED_DELIVERED}, \
+             the mix having no Delivery) fails {at}: {count_o} - {count_no} = {diff}"
+        )));
+    }
+    let expected = LOADED_DELIVERED + deliveries;
+    if gathered.delivery_in_mix && diff != expected as i64 {
+        return Ok(Err(format!(
+            "condition 11 counting deliveries ((count(*) from ORDER) - (count(*) from NEW-ORDER) = \
+             {LOADED_DELIVERED} + sum(C_DELIVERY_CNT)) fails {at}: {count_o} - {count_no} = {diff}, \
+             {LOADED_DELIVERED} + {deliveries} = {expected}"
+        )));
     }
     Ok(indexes(tx, t, w, d, &orders)?.map_err(|e| format!("{e} {at}")))
 }

@@ -307,7 +307,8 @@ impl Workload for Tpcc {
     }
 
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {
-        check::check(db, &self.tables, self.cfg.warehouses)
+        let delivery_in_mix = self.cfg.mix.weights()[DELIVERY] > 0;
+        check::check(db, &self.tables, self.cfg.warehouses, delivery_in_mix)
     }
 
     fn settings(&self) -> Vec<(&'static str, String)> {
