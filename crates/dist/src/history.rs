@@ -75,13 +75,19 @@ impl Recorder {
             .push((ts, ra_txn(self.next_id, &write_only, None, ts, 0)));
     }
 
-    /// Decides in-doubt writes with `committed(ts)` (e.g. by asking the servers) and returns the history.
-    pub fn finish(mut self, mut committed: impl FnMut(Ts) -> bool) -> RaHistory {
-        for (ts, t) in self.in_doubt.drain(..) {
-            if committed(ts) {
-                self.history.committed.push(t);
-            } else {
-                self.history.aborted.push(t);
+    /// Decides in-doubt writes with `commit_time(ts)` (e.g. by asking the servers): `Some(ctime)` when
+    /// the write committed (ctime 0 outside E-PCI, which orders versions by commit time), `None` when
+    /// it did not. Returns the history.
+    pub fn finish(mut self, mut commit_time: impl FnMut(Ts) -> Option<u64>) -> RaHistory {
+        for (ts, mut t) in self.in_doubt.drain(..) {
+            match commit_time(ts) {
+                Some(ctime) => {
+                    for w in &mut t.writes {
+                        w.order = (ctime, ts);
+                    }
+                    self.history.committed.push(t);
+                }
+                None => self.history.aborted.push(t),
             }
         }
         self.history

@@ -165,6 +165,11 @@ impl Algorithm {
         )
     }
 
+    /// True for the lock-based baselines (LWNR, LWSR, LWLR).
+    pub fn takes_locks(self) -> bool {
+        matches!(self, Algorithm::Lwnr | Algorithm::Lwsr | Algorithm::Lwlr)
+    }
+
     /// True for the algorithms that guarantee Read Atomic isolation.
     pub fn is_read_atomic(self) -> bool {
         self.is_ramp() || matches!(self, Algorithm::Lwlr | Algorithm::Epci)
@@ -307,12 +312,27 @@ pub enum Msg {
         /// The item's version when the lock was granted.
         result: ReadResult,
     },
-    /// Release locks without writing.
+    /// Release locks without writing; answered by [`Msg::UnlockAck`].
     Unlock {
+        /// Request id.
+        rid: u64,
         /// The items.
         keys: Vec<Key>,
         /// The transaction.
         owner: Ts,
+    },
+    /// The owner is alive and still wants these locks: their lease starts again (no answer; a
+    /// client waiting past its resend timeout sends it each time it resends).
+    Renew {
+        /// The items.
+        keys: Vec<Key>,
+        /// The transaction.
+        owner: Ts,
+    },
+    /// UNLOCK's answer: the locks are released.
+    UnlockAck {
+        /// Request id.
+        rid: u64,
     },
     /// CTP: what do you know of `ts`? (server to server)
     Status {
@@ -378,6 +398,7 @@ impl Msg {
             | Msg::GetReply { rid, .. }
             | Msg::PutAck { rid }
             | Msg::LockGranted { rid, .. }
+            | Msg::UnlockAck { rid }
             | Msg::RunReply { rid, .. } => Some(*rid),
             _ => None,
         }

@@ -73,6 +73,12 @@ fn seeds(n: u64) -> Vec<u64> {
     }
 }
 
+/// True unless one seed is being replayed: assertions about what happens somewhere in the whole set
+/// of seeds (some crash interrupted a write...) hold only then.
+fn every_seed() -> bool {
+    std::env::var("PHASEDB_SIM_SEED").is_err()
+}
+
 fn run(s: &Scenario) -> Run {
     let mut sim: Simulator<Actor> = Simulator::new(SimConfig {
         min_delay: 50_000,
@@ -83,7 +89,8 @@ fn run(s: &Scenario) -> Run {
     });
     let settings = ServerSettings {
         gc_window_ms: s.gc_window_ms,
-        ctp_timeout_ms: 20,
+        ctp_timeout_ms: 50,
+        lock_lease_ms: 200,
         tick_ms: 1,
     };
     for a in 0..s.servers {
@@ -91,7 +98,7 @@ fn run(s: &Scenario) -> Run {
     }
     let router = Router::uniform(s.servers);
     let client_settings = ClientSettings {
-        retry_ns: 30 * MS,
+        retry_ns: 10 * MS,
         skip_commit: s.skip_commit,
         ..ClientSettings::new(s.algorithm)
     };
@@ -160,7 +167,7 @@ fn run(s: &Scenario) -> Run {
         in_doubt_ts.push(ts);
         servers
             .iter()
-            .any(|&a| sim.node(a).as_server().unwrap().status(ts) == Some(TxnStatus::Committed))
+            .find_map(|&a| sim.node(a).as_server().unwrap().commit_time(ts))
     });
     Run {
         sim,
@@ -279,7 +286,10 @@ fn crashed_clients_leave_no_prepared_write_behind_and_ctp_decides_atomically() {
             in_doubt += r.in_doubt_ts.len();
         }
     }
-    assert!(in_doubt > 0, "some crashes interrupted writes");
+    assert!(
+        in_doubt > 0 || !every_seed(),
+        "some crashes interrupted writes"
+    );
 }
 
 #[test]
@@ -350,7 +360,7 @@ fn garbage_collection_bounds_versions_and_late_second_rounds_restart() {
     }
     assert!(written > 1000);
     assert!(
-        restarts > 0,
+        restarts > 0 || !every_seed(),
         "second-round reads of collected versions were rejected and restarted"
     );
 }
@@ -367,7 +377,10 @@ fn the_checker_catches_nwnr_fractured_reads() {
                 .count();
         }
     }
-    assert!(fractured > 0, "NWNR readers race writers without repair");
+    assert!(
+        fractured > 0 || !every_seed(),
+        "NWNR readers race writers without repair"
+    );
 }
 
 #[test]
@@ -412,4 +425,106 @@ fn a_seed_replays_the_same_run() {
     let (a, b) = (run(&s), run(&s));
     assert_eq!(a.sim.trace_hash(), b.sim.trace_hash());
     assert_eq!(a.history, b.history);
+}
+
+/// E-PCI terminates like RAMP: lost messages are resent, a stalled prepared write is finished by
+/// cooperative termination (its coordinator picks the commit time), and in-doubt writes are judged
+/// at the commit time the servers gave them.
+#[test]
+fn epci_survives_dropped_messages_and_crashed_clients_and_servers() {
+    let mut in_doubt = 0;
+    for seed in seeds(15) {
+        for s in [
+            Scenario {
+                drop_rate: 0.05,
+                ..Scenario::new(Algorithm::Epci, seed)
+            },
+            Scenario {
+                crash_client: Some((1, 15 * MS)),
+                drop_rate: 0.01,
+                ..Scenario::new(Algorithm::Epci, seed)
+            },
+            Scenario {
+                crash_server: Some((1, 10 * MS, 60 * MS)),
+                drop_rate: 0.01,
+                ..Scenario::new(Algorithm::Epci, seed)
+            },
+        ] {
+            let r = run(&s);
+            assert_read_atomic(&s, &r);
+            assert_no_pending(&s, &r);
+            for &ts in &r.in_doubt_ts {
+                let statuses: Vec<TxnStatus> = (0..s.servers)
+                    .filter_map(|a| r.sim.node(a).as_server().unwrap().status(ts))
+                    .collect();
+                assert!(
+                    statuses.windows(2).all(|w| w[0] == w[1]),
+                    "seed {seed}: participants disagree on in-doubt write {ts}: {statuses:?}"
+                );
+            }
+            in_doubt += r.in_doubt_ts.len();
+        }
+    }
+    assert!(
+        in_doubt > 0 || !every_seed(),
+        "some crashes interrupted writes"
+    );
+}
+
+/// Sum of one server counter over the cluster.
+fn server_sum(s: &Scenario, r: &Run, f: impl Fn(phasedb_dist::server::ServerStats) -> u64) -> u64 {
+    (0..s.servers)
+        .map(|a| f(r.sim.node(a).as_server().unwrap().stats()))
+        .sum()
+}
+
+/// Lost lock requests, grants, releases and writes are resent (every request is idempotent) and live
+/// holders renew their leases, so with drops every transaction commits, none loses its locks and LWLR
+/// stays Read Atomic. A crashed client's locks are taken back when their lease runs out, so the other
+/// clients finish. (The baselines have no atomic commitment: a client that crashes while installing
+/// may leave part of its write, so Read Atomicity is not asserted across client crashes.)
+#[test]
+fn lock_baselines_survive_dropped_messages_and_crashed_clients() {
+    let mut expiries_after_crashes = 0;
+    for algorithm in [Algorithm::Lwnr, Algorithm::Lwsr, Algorithm::Lwlr] {
+        for seed in seeds(8) {
+            let s = Scenario {
+                drop_rate: 0.05,
+                ..Scenario::new(algorithm, seed)
+            };
+            let r = run(&s);
+            let name = algorithm.name();
+            if algorithm.is_read_atomic() {
+                assert_read_atomic(&s, &r);
+            }
+            assert_eq!(r.history.committed.len(), 3 * 4 * 30, "{name} seed {seed}");
+            assert_eq!(
+                server_sum(&s, &r, |st| st.lease_expiries),
+                0,
+                "{name} seed {seed}: a live holder lost a lock to its lease"
+            );
+            assert_eq!(server_sum(&s, &r, |st| st.locked as u64), 0);
+
+            let s = Scenario {
+                crash_client: Some((1, 15 * MS)),
+                drop_rate: 0.01,
+                ..Scenario::new(algorithm, seed)
+            };
+            let r = run(&s);
+            assert!(
+                r.history.committed.len() >= 2 * 4 * 30,
+                "{name} seed {seed}: the live clients finished"
+            );
+            assert_eq!(
+                server_sum(&s, &r, |st| st.locked as u64),
+                0,
+                "{name} seed {seed}: the crashed client's locks were taken back"
+            );
+            expiries_after_crashes += server_sum(&s, &r, |st| st.lease_expiries);
+        }
+    }
+    assert!(
+        expiries_after_crashes > 0 || !every_seed(),
+        "crashes left locks that only their lease released"
+    );
 }

@@ -13,6 +13,7 @@
 //! [server]
 //! gc_window_ms = 5000            # overwritten versions live this long
 //! ctp_timeout_ms = 1000          # a prepared write waits this long for COMMIT before CTP runs
+//! lock_lease_ms = 5000          # a lock baseline's lock is taken back after this long
 //! tick_ms = 5
 //! [net]
 //! delay_us = 0                   # injected one-way delay per message
@@ -79,6 +80,9 @@ pub struct ServerSettings {
     pub gc_window_ms: u64,
     /// Milliseconds a prepared write waits for its COMMIT before the cooperative termination protocol.
     pub ctp_timeout_ms: u64,
+    /// Milliseconds a lock of the lock baselines may be held before it is taken back (its holder
+    /// is presumed crashed; released owners are remembered this long to ignore late requests).
+    pub lock_lease_ms: u64,
     /// Milliseconds between ticks (timeouts, GC).
     pub tick_ms: u64,
 }
@@ -88,6 +92,7 @@ impl Default for ServerSettings {
         Self {
             gc_window_ms: 5_000,
             ctp_timeout_ms: 1_000,
+            lock_lease_ms: 5_000,
             tick_ms: 5,
         }
     }
@@ -293,14 +298,14 @@ impl ClusterConfig {
             }
         }
         let s = raw.server;
-        if s.gc_window_ms == 0 || s.ctp_timeout_ms == 0 || s.tick_ms == 0 {
+        if s.gc_window_ms == 0 || s.ctp_timeout_ms == 0 || s.lock_lease_ms == 0 || s.tick_ms == 0 {
             return Err(invalid(
-                "[server] gc_window_ms, ctp_timeout_ms and tick_ms must be positive",
+                "[server] gc_window_ms, ctp_timeout_ms, lock_lease_ms and tick_ms must be positive",
             ));
         }
-        if s.tick_ms > s.ctp_timeout_ms.min(s.gc_window_ms) {
+        if s.tick_ms > s.ctp_timeout_ms.min(s.gc_window_ms).min(s.lock_lease_ms) {
             return Err(invalid(
-                "[server] tick_ms must not exceed ctp_timeout_ms or gc_window_ms",
+                "[server] tick_ms must not exceed ctp_timeout_ms, gc_window_ms or lock_lease_ms",
             ));
         }
         if raw.net.delay_us > 10_000_000 {

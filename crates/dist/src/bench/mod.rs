@@ -183,7 +183,7 @@ pub fn run(
     let verified = recorder.map(|r| {
         // Endpoints drain before stopping, so a write still unfinished was cut off by the drain
         // deadline; it is reported as not committed, which the checker may flag if someone read it.
-        let history = r.finish(|_| false);
+        let history = r.finish(|_| None);
         check_read_atomic(&history, 10).map_err(|v| v.iter().map(|a| a.to_string()).collect())
     });
     Ok(BenchReport {

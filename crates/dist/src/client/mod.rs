@@ -8,7 +8,9 @@ use rustc_hash::FxHashMap;
 
 use crate::epci::client as epci;
 use crate::locking::client as locking;
-use crate::msg::{Algorithm, GetMode, Key, Meta, Msg, Outcome, ReadResult, ReadValue, Ts, TxnSpec};
+use crate::msg::{
+    Algorithm, GetMode, Key, LockMode, Meta, Msg, Outcome, ReadResult, ReadValue, Ts, TxnSpec,
+};
 use crate::ramp::client::{self as ramp, FirstRoundView, RampKind};
 use crate::ts::TsGen;
 use phasedb_net::{Addr, Transport};
@@ -23,7 +25,7 @@ pub struct ClientSettings {
     pub bloom_bits: usize,
     /// RAMP-H Bloom filter hash count.
     pub bloom_hashes: u8,
-    /// Resend unanswered requests after this many ns (0: never; the lock baselines never resend).
+    /// Resend unanswered requests after this many ns (0: never). Every request is idempotent.
     pub retry_ns: u64,
     /// Share of RAMP writes that skip COMMIT and return after PREPARE, leaving the commit to the
     /// cooperative termination protocol (the paper's blocked-writes experiment, §5.3).
@@ -45,6 +47,18 @@ impl ClientSettings {
 
 /// One server's share of a one-round write: its writes and the locks it releases.
 type PutGroup = (Addr, Vec<(Key, Vec<u8>)>, Vec<Key>);
+
+/// The group of server `to`, added if missing.
+fn put_group(groups: &mut Vec<PutGroup>, to: Addr) -> &mut PutGroup {
+    let i = match groups.iter().position(|g| g.0 == to) {
+        Some(i) => i,
+        None => {
+            groups.push((to, Vec::new(), Vec::new()));
+            groups.len() - 1
+        }
+    };
+    &mut groups[i]
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
@@ -102,8 +116,11 @@ pub struct TxnClient {
     ctime: u64,
     prepare_clock: u64,
     refused: bool,
-    locks: Vec<(Key, crate::msg::LockMode)>,
+    locks: Vec<(Key, LockMode)>,
     owner: Ts,
+    /// Unlocks of finished read-only lock transactions, resent until acknowledged.
+    trailing: Vec<(Addr, Msg)>,
+    trailing_sent_at: u64,
 }
 
 impl TxnClient {
@@ -134,6 +151,8 @@ impl TxnClient {
             refused: false,
             locks: Vec::new(),
             owner: 0,
+            trailing: Vec::new(),
+            trailing_sent_at: 0,
         }
     }
 
@@ -335,31 +354,18 @@ impl TxnClient {
     }
 
     /// Installs the writes in one round; `unlock` lists every locked item (empty without locks).
+    /// A server holding locks but no writes gets an empty PUT, so every release is acknowledged.
     fn send_puts<T: Transport<Msg>>(&mut self, net: &mut T, ts: Ts, unlock: &[Key]) {
         let rid = self.next_rid();
         let owner = self.owner;
         let mut groups: Vec<PutGroup> = Vec::new();
         for (k, v) in &self.txn.writes {
-            let to = self.router.node_of(*k);
-            match groups.iter_mut().find(|g| g.0 == to) {
-                Some(g) => g.1.push((*k, v.clone())),
-                None => groups.push((to, vec![(*k, v.clone())], Vec::new())),
-            }
+            put_group(&mut groups, self.router.node_of(*k))
+                .1
+                .push((*k, v.clone()));
         }
-        let mut unlock_only: Vec<(Addr, Vec<Key>)> = Vec::new();
         for &k in unlock {
-            let to = self.router.node_of(k);
-            if let Some(g) = groups.iter_mut().find(|g| g.0 == to) {
-                g.2.push(k);
-            } else {
-                match unlock_only.iter_mut().find(|g| g.0 == to) {
-                    Some(g) => g.1.push(k),
-                    None => unlock_only.push((to, vec![k])),
-                }
-            }
-        }
-        for (to, keys) in unlock_only {
-            net.send(to, Msg::Unlock { keys, owner });
+            put_group(&mut groups, self.router.node_of(k)).2.push(k);
         }
         let requests: Vec<(Addr, Msg)> = groups
             .into_iter()
@@ -385,6 +391,12 @@ impl TxnClient {
         msg: Msg,
     ) -> Option<Outcome> {
         let rid = msg.reply_rid()?;
+        if let Msg::UnlockAck { rid } = msg {
+            self.trailing.retain(|(to, m)| {
+                *to != from || !matches!(m, Msg::Unlock { rid: r, .. } if *r == rid)
+            });
+            return None;
+        }
         if self.step == Step::Idle || rid as u32 != self.seq {
             return None;
         }
@@ -524,6 +536,7 @@ impl TxnClient {
         let writing = matches!(self.step, Step::Prepare | Step::Commit | Step::Put);
         self.step = Step::Idle;
         self.requests.clear();
+        self.trailing.clear();
         if writing { self.write_ts } else { None }
     }
 
@@ -536,25 +549,24 @@ impl TxnClient {
     }
 
     fn locks_done<T: Transport<Msg>>(&mut self, net: &mut T) -> Option<Outcome> {
-        let short_reads = self
-            .locks
-            .iter()
-            .all(|l| l.1 == crate::msg::LockMode::ShortRead);
+        let short_reads = self.locks.iter().all(|l| l.1 == LockMode::ShortRead);
         if short_reads {
             return self.reads_done(net);
         }
         let locked: Vec<Key> = self.locks.iter().map(|l| l.0).collect();
         if self.txn.writes.is_empty() {
+            // Nothing waits for the release: the client finishes now and resends it until acknowledged.
             let owner = self.owner;
             for (to, keys) in self.router.group(locked.into_iter().map(|k| (k, ()))) {
-                net.send(
-                    to,
-                    Msg::Unlock {
-                        keys: keys.into_iter().map(|k| k.0).collect(),
-                        owner,
-                    },
-                );
+                let m = Msg::Unlock {
+                    rid: self.next_rid(),
+                    keys: keys.into_iter().map(|k| k.0).collect(),
+                    owner,
+                };
+                net.send_copy(to, &m);
+                self.trailing.push((to, m));
             }
+            self.trailing_sent_at = net.now();
             return Some(self.finish(true));
         }
         let ts = self.tsgen.next_ts();
@@ -585,22 +597,48 @@ impl TxnClient {
         }
     }
 
-    /// Resends the unanswered requests of the current round once the resend timeout has passed.
+    /// Resends the unanswered requests of the current round, and unacknowledged unlocks, once the
+    /// resend timeout has passed.
     pub fn on_tick<T: Transport<Msg>>(&mut self, net: &mut T) {
         let retry = self.settings.retry_ns;
-        let resendable = !matches!(self.step, Step::Idle | Step::Lock(_))
-            && !matches!(
-                self.settings.algorithm,
-                Algorithm::Lwnr | Algorithm::Lwsr | Algorithm::Lwlr
-            );
-        if retry == 0 || !resendable || net.now() < self.sent_at + retry {
+        if retry == 0 {
             return;
         }
-        self.sent_at = net.now();
+        let now = net.now();
+        if !self.trailing.is_empty() && now >= self.trailing_sent_at + retry {
+            self.trailing_sent_at = now;
+            for (to, m) in &self.trailing {
+                net.send_copy(*to, m);
+            }
+        }
+        if self.step == Step::Idle || now < self.sent_at + retry {
+            return;
+        }
+        self.sent_at = now;
         for (i, (to, m)) in self.requests.iter().enumerate() {
             if !self.answered[i] {
                 net.send_copy(*to, m);
             }
+        }
+        self.renew_held_locks(net);
+    }
+
+    /// A lock transaction waiting past the resend timeout tells every server holding its locks that
+    /// it is alive, so their leases do not run out under it.
+    fn renew_held_locks<T: Transport<Msg>>(&mut self, net: &mut T) {
+        let held = match self.step {
+            Step::Lock(i) => i,
+            Step::Put if self.settings.algorithm.takes_locks() => self.locks.len(),
+            _ => 0,
+        };
+        let keys = self.locks[..held]
+            .iter()
+            .filter(|l| l.1 != LockMode::ShortRead)
+            .map(|l| (l.0, ()));
+        let owner = self.owner;
+        for (to, keys) in self.router.group(keys) {
+            let keys = keys.into_iter().map(|k| k.0).collect();
+            net.send(to, Msg::Renew { keys, owner });
         }
     }
 }

@@ -33,6 +33,12 @@ impl EpciState {
         self.clock = self.clock.max(t);
     }
 
+    /// Drops the reads waiting for commit checks (a crash; their clients ask again).
+    pub fn forget_waiting_reads(&mut self) {
+        self.waiting.clear();
+        self.by_ts.clear();
+    }
+
     /// A commit time above everything this server has seen (reads, prepares, commits).
     pub fn tick_commit_time(&mut self) -> u64 {
         self.clock += 1;

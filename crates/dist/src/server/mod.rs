@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 
 use crate::epci::server::EpciState;
 use crate::locking::table::{LockTable, Waiter};
-use crate::msg::{GetMode, Key, LockMode, Meta, Msg, ReadResult, Ts, TxnStatus, Value};
+use crate::msg::{GetMode, Key, Meta, Msg, ReadResult, Ts, TxnStatus, Value};
 use phasedb_net::config::ServerSettings;
 use phasedb_net::{Addr, Transport};
 use store::{Store, StoreStats};
@@ -55,6 +55,10 @@ pub struct ServerStats {
     pub gone: u64,
     /// E-PCI commit checks sent to coordinators.
     pub commit_checks: u64,
+    /// Items with a lock holder or waiter now (lock baselines).
+    pub locked: usize,
+    /// Locks taken back because their holder stayed silent past the lock lease.
+    pub lease_expiries: u64,
 }
 
 /// The server state machine.
@@ -80,7 +84,7 @@ impl PartitionServer {
             pending: FxHashMap::default(),
             decided: FxHashMap::default(),
             decided_log: VecDeque::new(),
-            locks: LockTable::default(),
+            locks: LockTable::new(settings.lock_lease_ms * MS),
             epci: EpciState::default(),
             stats: ServerStats::default(),
         }
@@ -91,6 +95,7 @@ impl PartitionServer {
         ServerStats {
             store: self.store.stats(),
             pending: self.pending.len(),
+            locked: self.locks.len(),
             ..self.stats
         }
     }
@@ -113,6 +118,14 @@ impl PartitionServer {
         })
     }
 
+    /// The commit time of `ts` if it committed here (0 outside E-PCI), for tools and tests.
+    pub fn commit_time(&self, ts: Ts) -> Option<u64> {
+        match self.decided.get(&ts) {
+            Some(Decision::Committed(ctime)) => Some(*ctime),
+            _ => None,
+        }
+    }
+
     /// The E-PCI logical clock: at least every commit time and read timestamp seen here.
     pub fn clock(&self) -> u64 {
         self.epci.clock()
@@ -123,14 +136,15 @@ impl PartitionServer {
         self.store.latest(key, true)
     }
 
-    /// A crash: in-flight protocol rounds and locks are lost; versions, prepared transactions and
-    /// decisions survive, as they would in the log the paper asks for.
+    /// A crash: in-flight protocol rounds and locks are lost; versions, prepared transactions,
+    /// decisions and the E-PCI clock (with the promises to commit after readers it embodies) survive,
+    /// as they would in the log the paper asks for.
     pub fn on_crash(&mut self) {
         for p in self.pending.values_mut() {
             p.ctp = None;
         }
         self.locks.clear();
-        self.epci = EpciState::default();
+        self.epci.forget_waiting_reads();
     }
 
     /// Handles one message from `from`.
@@ -181,11 +195,15 @@ impl PartitionServer {
                     mode,
                     owner,
                 };
-                if let Some(w) = self.locks.acquire(w) {
+                if let Some(w) = self.locks.acquire(w, net.now()) {
                     self.grant(net, w);
                 }
             }
-            Msg::Unlock { keys, owner } => self.unlock(net, &keys, owner),
+            Msg::Renew { keys, owner } => self.locks.renew(&keys, owner, net.now()),
+            Msg::Unlock { rid, keys, owner } => {
+                self.unlock(net, &keys, owner);
+                net.send(from, Msg::UnlockAck { rid });
+            }
             Msg::Status { ts } => {
                 let (status, ctime) = self.status_for_peer(ts, net.now());
                 net.send(from, Msg::StatusReply { ts, status, ctime });
@@ -206,6 +224,7 @@ impl PartitionServer {
             | Msg::GetReply { .. }
             | Msg::PutAck { .. }
             | Msg::LockGranted { .. }
+            | Msg::UnlockAck { .. }
             | Msg::Run { .. }
             | Msg::RunReply { .. } => {}
         }
@@ -346,21 +365,16 @@ impl PartitionServer {
         );
     }
 
+    /// Answers a granted lock request with the item's committed version (a short read lock holds
+    /// nothing once answered).
     fn grant<T: Transport<Msg>>(&mut self, net: &mut T, w: Waiter) {
         let result = self.store.latest(w.key, true);
         net.send(w.from, Msg::LockGranted { rid: w.rid, result });
-        if w.mode == LockMode::ShortRead {
-            for g in self.locks.release(w.key, w.owner) {
-                self.grant(net, g);
-            }
-        }
     }
 
     fn unlock<T: Transport<Msg>>(&mut self, net: &mut T, keys: &[Key], owner: Ts) {
-        for &key in keys {
-            for g in self.locks.release(key, owner) {
-                self.grant(net, g);
-            }
+        for g in self.locks.release(keys, owner, net.now()) {
+            self.grant(net, g);
         }
     }
 
@@ -369,6 +383,11 @@ impl PartitionServer {
         let now = net.now();
         self.run_ctp(net, now);
         self.store.collect(now);
+        let (expired, granted) = self.locks.expire(now);
+        self.stats.lease_expiries += expired;
+        for g in granted {
+            self.grant(net, g);
+        }
         let keep = (self.settings.gc_window_ms + 20 * self.settings.ctp_timeout_ms) * MS;
         while let Some(&(at, ts)) = self.decided_log.front() {
             if at + keep > now {

@@ -16,6 +16,8 @@ impl ServerStats {
             ("fast_commits", s.fast_commits),
             ("gone", s.gone),
             ("commit_checks", s.commit_checks),
+            ("locked", s.locked as u64),
+            ("lease_expiries", s.lease_expiries),
         ]
         .iter()
         .map(|(k, v)| format!("{k} {v}\n"))
@@ -42,6 +44,8 @@ impl ServerStats {
                 "fast_commits" => s.fast_commits = v,
                 "gone" => s.gone = v,
                 "commit_checks" => s.commit_checks = v,
+                "locked" => s.locked = v as usize,
+                "lease_expiries" => s.lease_expiries = v,
                 _ => return Err(format!("unknown counter `{k}`")),
             }
         }
@@ -62,6 +66,8 @@ mod tests {
             fast_commits: 9,
             gone: 2,
             commit_checks: 5,
+            locked: 4,
+            lease_expiries: 6,
             ..ServerStats::default()
         };
         s.store.versions = 11;

@@ -249,11 +249,14 @@ impl Store {
     pub fn in_set(&self, key: Key, set: &[Ts]) -> (ReadResult, bool) {
         let item = self.items.get(&key);
         let best = item.and_then(|it| it.highest_in(set));
+        // A wanted timestamp above the best match that GC may have removed could be the sibling
+        // the reader needs: answering with an older version would fracture the read.
+        let above = best.map_or(0, |v| v.ts);
+        let maybe_collected =
+            item.is_some_and(|it| set.iter().any(|&t| t > above && t <= it.gc_floor.1));
         match best {
+            _ if maybe_collected => (ReadResult::Gone { key }, false),
             Some(v) => (v.found(key, true), v.state == State::Prepared),
-            None if item.is_some_and(|it| set.iter().any(|&t| t != 0 && t <= it.gc_floor.1)) => {
-                (ReadResult::Gone { key }, false)
-            }
             None if set.contains(&0) => (null(key), false),
             None => (ReadResult::Missing { key }, false),
         }
@@ -353,6 +356,23 @@ mod tests {
         assert_eq!(s.in_set(1, &[10]).0, ReadResult::Gone { key: 1 });
         assert_eq!(ts_of(&s.latest(1, false)), Some(20));
         assert_eq!(s.exact(1, 30).0, ReadResult::Missing { key: 1 });
+    }
+
+    #[test]
+    fn in_set_reports_gone_when_a_wanted_newer_version_may_have_been_collected() {
+        let mut s = Store::new(100);
+        s.put(1, 20, vec![2], 0);
+        s.put(1, 30, vec![3], 0);
+        s.put(1, 10, vec![1], 60);
+        s.collect(100);
+        assert_eq!(s.exact(1, 20).0, ReadResult::Gone { key: 1 });
+        assert_eq!(
+            s.in_set(1, &[10, 20]).0,
+            ReadResult::Gone { key: 1 },
+            "version 10 is older than the collected sibling the reader asked for"
+        );
+        assert_eq!(ts_of(&s.in_set(1, &[10]).0), Some(10));
+        assert_eq!(ts_of(&s.in_set(1, &[20, 30]).0), Some(30));
     }
 
     #[test]
