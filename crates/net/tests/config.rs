@@ -99,6 +99,13 @@ fn inconsistent_files_are_refused_with_the_reason() {
     );
     assert!(
         err(&format!(
+            "{}[server]\nlock_lease_ms = 0\n",
+            two("127.0.0.1:1", "127.0.0.1:2")
+        ))
+        .contains("lock_lease_ms")
+    );
+    assert!(
+        err(&format!(
             "{}[server]\ntick_ms = 5000\n",
             two("127.0.0.1:1", "127.0.0.1:2")
         ))
