@@ -9,7 +9,8 @@ use rustc_hash::FxHashMap;
 use crate::epci::client as epci;
 use crate::locking::client as locking;
 use crate::msg::{
-    Algorithm, GetMode, Key, LockMode, Meta, Msg, Outcome, ReadResult, ReadValue, Ts, TxnSpec,
+    Algorithm, GetMode, Key, LockMode, Meta, Msg, Outcome, ReadResult, ReadSetHint, ReadValue, Ts,
+    TxnSpec,
 };
 use crate::ramp::client::{self as ramp, FirstRoundView, RampKind};
 use crate::ts::TsGen;
@@ -252,24 +253,41 @@ impl TxnClient {
             _ => GetMode::Latest,
         };
         let keys: Vec<(Key, GetMode)> = self.txn.reads.iter().map(|&k| (k, mode.clone())).collect();
-        self.send_gets(net, Step::Read1, keys, Vec::new());
+        self.send_gets(net, Step::Read1, keys, Vec::new(), true);
     }
 
+    /// One GET per server. A first round (`whole`: every item of the read set) tells RAMP-F/H servers
+    /// about the read set, so they answer only the metadata the reader can use.
     fn send_gets<T: Transport<Msg>>(
         &mut self,
         net: &mut T,
         step: Step,
         reads: Vec<(Key, GetMode)>,
         ts_set: Vec<Ts>,
+        whole: bool,
     ) {
         let rid = self.next_rid();
-        let requests = self
-            .router
+        let (algorithm, txn, router) = (self.settings.algorithm, &self.txn, &self.router);
+        let sig = ramp::ReadSig::of(&txn.reads).0;
+        let requests = router
             .group(reads)
             .into_iter()
             .map(|(to, reads)| {
-                let ts_set = ts_set.clone();
-                (to, Msg::Get { rid, reads, ts_set })
+                let hint = match algorithm {
+                    Algorithm::RampFast if whole => ReadSetHint::Sig(sig),
+                    Algorithm::RampHybrid if whole => {
+                        let others = txn.reads.iter().filter(|&&k| router.node_of(k) != to);
+                        ReadSetHint::Others(others.copied().collect())
+                    }
+                    _ => ReadSetHint::None,
+                };
+                let m = Msg::Get {
+                    rid,
+                    reads,
+                    ts_set: ts_set.clone(),
+                    hint,
+                };
+                (to, m)
             })
             .collect();
         self.send_round(net, step, requests);
@@ -479,7 +497,7 @@ impl TxnClient {
                     self.reads_done(net)
                 } else {
                     self.rounds = 2;
-                    self.send_gets(net, Step::Read2, second, ts_set);
+                    self.send_gets(net, Step::Read2, second, ts_set, false);
                     None
                 }
             }

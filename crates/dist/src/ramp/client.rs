@@ -3,7 +3,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::bloom::Bloom;
-use crate::msg::{GetMode, Key, Meta, Ts};
+use crate::msg::{GetMode, Key, Meta, ReadSetHint, Ts, WriteSet};
 
 /// A first-round version as the client holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,7 +73,7 @@ pub fn second_round_fast<V: FirstRoundView>(first: &[V]) -> Vec<(Key, GetMode)> 
         *w = v.ts();
     }
     for v in first {
-        if let Meta::WriteSet(siblings) = v.meta() {
+        if let Meta::WriteSet(siblings) | Meta::Siblings(siblings) = v.meta() {
             for (w, r) in want.iter_mut().zip(first) {
                 if v.ts() > *w && siblings.contains(&r.key()) {
                     *w = v.ts();
@@ -98,7 +98,7 @@ fn second_round_fast_indexed<V: FirstRoundView>(first: &[V]) -> Vec<(Key, GetMod
         latest.entry(v.key()).or_insert(0);
     }
     for v in first {
-        if let Meta::WriteSet(siblings) = v.meta() {
+        if let Meta::WriteSet(siblings) | Meta::Siblings(siblings) = v.meta() {
             for k in siblings.iter() {
                 if let Some(l) = latest.get_mut(k) {
                     *l = (*l).max(v.ts());
@@ -132,26 +132,74 @@ pub fn second_round_small<V: FirstRoundView>(first: &[V]) -> (Vec<(Key, GetMode)
 /// Bloom filter says `vj`'s item MAY be in `vi`'s write set, fetch `vj`'s item at `vi`'s timestamp.
 /// A filter that answers "certainly not" means no sibling is missing, so nothing is fetched.
 pub fn second_round_hybrid<V: FirstRoundView>(first: &[V]) -> Vec<(Key, GetMode)> {
-    let mut fetch: Vec<(Key, Vec<Ts>)> = Vec::new();
+    let mut fetch = Vec::new();
     for vj in first {
         let mut want: Vec<Ts> = Vec::new();
         for vi in first {
-            if vi.ts() > vj.ts()
-                && !want.contains(&vi.ts())
-                && let Meta::Bloom(b) = vi.meta()
-                && b.may_contain(vj.key())
-            {
+            if vi.ts() <= vj.ts() || want.contains(&vi.ts()) {
+                continue;
+            }
+            let may_contain = match vi.meta() {
+                Meta::Bloom(b) => b.may_contain(vj.key()),
+                Meta::Siblings(s) => s.contains(&vj.key()),
+                _ => false,
+            };
+            if may_contain {
                 want.push(vi.ts());
             }
         }
         if !want.is_empty() {
-            fetch.push((vj.key(), want));
+            fetch.push((vj.key(), GetMode::InSet(want)));
         }
     }
     fetch
-        .into_iter()
-        .map(|(k, set)| (k, GetMode::InSet(set)))
-        .collect()
+}
+
+/// A 64-bit signature of a reader's read set (one bit per item, by a hash of its key), sent with
+/// RAMP-F first rounds so servers can trim write sets to the items the reader may have read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadSig(pub u64);
+
+impl ReadSig {
+    fn bit(key: Key) -> u64 {
+        1 << (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
+    }
+
+    /// The signature of `keys`.
+    pub fn of(keys: &[Key]) -> ReadSig {
+        ReadSig(keys.iter().fold(0, |sig, &k| sig | Self::bit(k)))
+    }
+
+    /// False only if `key` is certainly not in the read set.
+    pub fn may_contain(self, key: Key) -> bool {
+        self.0 & Self::bit(key) != 0
+    }
+}
+
+/// The server's side of [`Meta::Siblings`]: `meta` of a version of `key`, answered to a GET for
+/// `items` with `hint`. Under a signature a write set keeps the other items the signature may
+/// contain; given the other items, a Bloom filter becomes the other read items it may contain.
+/// `None` when nothing is left; metadata the hint cannot reduce is kept.
+pub fn trim(meta: &mut Meta, key: Key, hint: &ReadSetHint, items: &[(Key, GetMode)]) {
+    let siblings: WriteSet = match (&*meta, hint) {
+        (Meta::WriteSet(ws), ReadSetHint::Sig(sig)) => ws
+            .iter()
+            .copied()
+            .filter(|&k| k != key && ReadSig(*sig).may_contain(k))
+            .collect(),
+        (Meta::Bloom(b), ReadSetHint::Others(others)) => items
+            .iter()
+            .map(|r| r.0)
+            .chain(others.iter().copied())
+            .filter(|&k| k != key && b.may_contain(k))
+            .collect(),
+        _ => return,
+    };
+    *meta = if siblings.is_empty() {
+        Meta::None
+    } else {
+        Meta::Siblings(siblings)
+    };
 }
 
 #[cfg(test)]
@@ -209,6 +257,103 @@ mod tests {
         assert!(
             second_round_hybrid(&first).is_empty(),
             "the filter says y is certainly not a sibling: no second round"
+        );
+    }
+
+    /// Random first rounds over read set 0..n: versions with timestamps, written with random sets
+    /// of items (some outside the read set).
+    fn random_first_rounds(
+        seed: u64,
+        meta: impl Fn(&[Key]) -> Meta,
+    ) -> (Vec<Key>, Vec<FirstRound>) {
+        let n = 2 + (seed % 7);
+        let read_set: Vec<Key> = (0..n).map(|k| k * 1_000_003).collect();
+        let first = read_set
+            .iter()
+            .enumerate()
+            .map(|(i, &key)| {
+                let ts = (seed * 7 + i as u64 * 13) % 5;
+                let mut ws: Vec<Key> = vec![key, 77 + seed, 5_000_011 * (seed % 3)];
+                ws.extend(read_set.iter().filter(|&&k| (seed >> (k % 11)) & 1 == 1));
+                let meta = if ts == 0 { Meta::None } else { meta(&ws) };
+                v(key, ts, meta)
+            })
+            .collect();
+        (read_set, first)
+    }
+
+    /// The server trims each first-round result as it would answer a GET for half the read set,
+    /// with the hint the client sends.
+    fn trimmed(first: &[FirstRound], read_set: &[Key], kind: RampKind) -> Vec<FirstRound> {
+        let (here, elsewhere) = read_set.split_at(read_set.len() / 2);
+        first
+            .iter()
+            .map(|f| {
+                let (items, others) = if here.contains(&f.key) {
+                    (here, elsewhere)
+                } else {
+                    (elsewhere, here)
+                };
+                let hint = match kind {
+                    RampKind::Fast => ReadSetHint::Sig(ReadSig::of(read_set).0),
+                    _ => ReadSetHint::Others(others.iter().copied().collect()),
+                };
+                let items: Vec<(Key, GetMode)> =
+                    items.iter().map(|&k| (k, GetMode::Latest)).collect();
+                let mut meta = f.meta.clone();
+                trim(&mut meta, f.key, &hint, &items);
+                v(f.key, f.ts, meta)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn trimmed_metadata_leads_to_the_same_second_round() {
+        let (mut trimmed_away, mut second_rounds) = (0, 0);
+        for seed in 0..500u64 {
+            let (read_set, first) = random_first_rounds(seed, |ws| Meta::WriteSet(ws.into()));
+            let trim_fast = trimmed(&first, &read_set, RampKind::Fast);
+            assert_eq!(
+                second_round_fast(&first),
+                second_round_fast(&trim_fast),
+                "RAMP-F, seed {seed}"
+            );
+            let (read_set, first) =
+                random_first_rounds(seed, |ws| Meta::Bloom(Bloom::of(ws.iter().copied(), 64, 2)));
+            let trim_hybrid = trimmed(&first, &read_set, RampKind::Hybrid);
+            assert_eq!(
+                second_round_hybrid(&first),
+                second_round_hybrid(&trim_hybrid),
+                "RAMP-H, seed {seed}"
+            );
+            second_rounds += !second_round_fast(&first).is_empty() as usize;
+            second_rounds += !second_round_hybrid(&first).is_empty() as usize;
+            trimmed_away += trim_fast
+                .iter()
+                .chain(&trim_hybrid)
+                .filter(|f| f.meta == Meta::None)
+                .count();
+        }
+        assert!(
+            trimmed_away > 500,
+            "many results need no metadata: {trimmed_away}"
+        );
+        assert!(
+            second_rounds > 200,
+            "races needing a second round: {second_rounds}"
+        );
+    }
+
+    #[test]
+    fn a_read_signature_never_misses_an_item_of_the_read_set() {
+        let keys: Vec<Key> = (0..40).map(|k| k * 7919).collect();
+        let sig = ReadSig::of(&keys);
+        assert!(keys.iter().all(|&k| sig.may_contain(k)));
+        let small = ReadSig::of(&keys[..4]);
+        let outside = (1000..2000u64).filter(|&k| small.may_contain(k)).count();
+        assert!(
+            outside < 150,
+            "a 4-item signature admits few others: {outside}"
         );
     }
 

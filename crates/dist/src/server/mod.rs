@@ -13,7 +13,8 @@ use rustc_hash::FxHashMap;
 
 use crate::epci::server::EpciState;
 use crate::locking::table::{LockTable, Waiter};
-use crate::msg::{GetMode, Key, Meta, Msg, ReadResult, Ts, TxnStatus, Value};
+use crate::msg::{GetMode, Key, Meta, Msg, ReadResult, ReadSetHint, Ts, TxnStatus, Value};
+use crate::ramp::client as ramp;
 use phasedb_net::config::ServerSettings;
 use phasedb_net::{Addr, Transport};
 use store::{Store, StoreStats};
@@ -167,7 +168,12 @@ impl PartitionServer {
                 let ctime = self.commit_request(net, ts);
                 net.send(from, Msg::CommitAck { rid, ctime });
             }
-            Msg::Get { rid, reads, ts_set } => self.get(net, from, rid, reads, &ts_set),
+            Msg::Get {
+                rid,
+                reads,
+                ts_set,
+                hint,
+            } => self.get(net, from, rid, reads, &ts_set, &hint),
             Msg::Put {
                 rid,
                 ts,
@@ -320,7 +326,8 @@ impl PartitionServer {
         }
     }
 
-    /// Answers a GET item by item; E-PCI reads may first need commit checks.
+    /// Answers a GET item by item; E-PCI reads may first need commit checks. With a read-set hint,
+    /// metadata is reduced to the reader's possible siblings ([`Meta::Siblings`]).
     fn get<T: Transport<Msg>>(
         &mut self,
         net: &mut T,
@@ -328,6 +335,7 @@ impl PartitionServer {
         rid: u64,
         reads: Vec<(Key, GetMode)>,
         ts_set: &[Ts],
+        hint: &ReadSetHint,
     ) {
         if reads.iter().any(|(_, m)| matches!(m, GetMode::AtTime(_))) {
             self.epci_get(net, from, rid, reads);
@@ -335,12 +343,12 @@ impl PartitionServer {
         }
         let now = net.now();
         let mut results = Vec::with_capacity(reads.len());
-        for (key, mode) in reads {
+        for &(key, ref mode) in &reads {
             let (r, prepared) = match mode {
                 GetMode::Latest => (self.store.latest(key, true), false),
                 GetMode::LatestTs => (self.store.latest(key, false), false),
-                GetMode::Exact(ts) => self.store.exact(key, ts),
-                GetMode::InSet(set) => self.store.in_set(key, &set),
+                GetMode::Exact(ts) => self.store.exact(key, *ts),
+                GetMode::InSet(set) => self.store.in_set(key, set),
                 GetMode::InRequestSet => self.store.in_set(key, ts_set),
                 GetMode::AtTime(_) => unreachable!("handled by epci_get"),
             };
@@ -352,6 +360,10 @@ impl PartitionServer {
             }
             if matches!(r, ReadResult::Gone { .. }) {
                 self.stats.gone += 1;
+            }
+            let mut r = r;
+            if let ReadResult::Found { meta, .. } = &mut r {
+                ramp::trim(meta, key, hint, &reads);
             }
             results.push(r);
         }
