@@ -267,20 +267,20 @@ impl TxnClient {
         whole: bool,
     ) {
         let rid = self.next_rid();
-        let (algorithm, txn, router) = (self.settings.algorithm, &self.txn, &self.router);
-        let sig = ramp::ReadSig::of(&txn.reads).0;
+        let kind = match self.settings.algorithm {
+            Algorithm::RampFast if whole => Some(RampKind::Fast),
+            Algorithm::RampHybrid if whole => Some(RampKind::Hybrid),
+            _ => None,
+        };
+        let (txn, router) = (&self.txn, &self.router);
         let requests = router
             .group(reads)
             .into_iter()
             .map(|(to, reads)| {
-                let hint = match algorithm {
-                    Algorithm::RampFast if whole => ReadSetHint::Sig(sig),
-                    Algorithm::RampHybrid if whole => {
-                        let others = txn.reads.iter().filter(|&&k| router.node_of(k) != to);
-                        ReadSetHint::Others(others.copied().collect())
-                    }
-                    _ => ReadSetHint::None,
-                };
+                let hint = kind.map_or(ReadSetHint::None, |kind| {
+                    let elsewhere = txn.reads.iter().filter(|&&k| router.node_of(k) != to);
+                    ramp::read_set_hint(kind, &txn.reads, elsewhere.copied())
+                });
                 let m = Msg::Get {
                     rid,
                     reads,

@@ -176,30 +176,110 @@ impl ReadSig {
     }
 }
 
-/// The server's side of [`Meta::Siblings`]: `meta` of a version of `key`, answered to a GET for
-/// `items` with `hint`. Under a signature a write set keeps the other items the signature may
-/// contain; given the other items, a Bloom filter becomes the other read items it may contain.
-/// `None` when nothing is left; metadata the hint cannot reduce is kept.
-pub fn trim(meta: &mut Meta, key: Key, hint: &ReadSetHint, items: &[(Key, GetMode)]) {
-    let siblings: WriteSet = match (&*meta, hint) {
-        (Meta::WriteSet(ws), ReadSetHint::Sig(sig)) => ws
-            .iter()
-            .copied()
-            .filter(|&k| k != key && ReadSig(*sig).may_contain(k))
-            .collect(),
-        (Meta::Bloom(b), ReadSetHint::Others(others)) => items
-            .iter()
-            .map(|r| r.0)
-            .chain(others.iter().copied())
-            .filter(|&k| k != key && b.may_contain(k))
-            .collect(),
-        _ => return,
-    };
-    *meta = if siblings.is_empty() {
-        Meta::None
-    } else {
-        Meta::Siblings(siblings)
-    };
+/// The server's view of a reader's read set, built once per GET from its [`ReadSetHint`] and
+/// items; [`ReadSetFilter::trim`] answers metadata relative to it ([`Meta::Siblings`]).
+pub struct ReadSetFilter<'a> {
+    hint: &'a ReadSetHint,
+    items: &'a [(Key, GetMode)],
+    /// The whole read set, sorted, when it is named and too long to scan.
+    sorted: Vec<Key>,
+    /// A bitmap of `sorted` (about 32 bits per item) that rejects most other keys in one test.
+    bits: Vec<u64>,
+}
+
+impl<'a> ReadSetFilter<'a> {
+    /// The filter of a GET for `items` with `hint`.
+    pub fn new(hint: &'a ReadSetHint, items: &'a [(Key, GetMode)]) -> Self {
+        let mut filter = ReadSetFilter {
+            hint,
+            items,
+            sorted: Vec::new(),
+            bits: Vec::new(),
+        };
+        if let ReadSetHint::Others(others) = hint
+            && others.len() + items.len() > SMALL_READ_SET
+        {
+            let mut all: Vec<Key> = filter.named().collect();
+            all.sort_unstable();
+            filter.bits = vec![0; (all.len() / 2).next_power_of_two()];
+            for &k in &all {
+                let (word, bit) = filter.bit_of(k);
+                filter.bits[word] |= bit;
+            }
+            filter.sorted = all;
+        }
+        filter
+    }
+
+    fn bit_of(&self, k: Key) -> (usize, u64) {
+        let h = k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+        (((h >> 6) as usize) & (self.bits.len() - 1), 1 << (h & 63))
+    }
+
+    fn named(&self) -> impl Iterator<Item = Key> + '_ {
+        let others = match self.hint {
+            ReadSetHint::Others(o) => &o[..],
+            _ => &[],
+        };
+        self.items.iter().map(|r| r.0).chain(others.iter().copied())
+    }
+
+    /// False only if `k` is certainly not in the read set.
+    fn may_contain(&self, k: Key) -> bool {
+        match self.hint {
+            ReadSetHint::None => true,
+            ReadSetHint::Sig(sig) => ReadSig(*sig).may_contain(k),
+            ReadSetHint::Others(_) if self.sorted.is_empty() => self.named().any(|x| x == k),
+            ReadSetHint::Others(_) => {
+                let (word, bit) = self.bit_of(k);
+                self.bits[word] & bit != 0 && self.sorted.binary_search(&k).is_ok()
+            }
+        }
+    }
+
+    /// `meta` of a version of `key` reduced to the reader's possible siblings: a write set keeps the
+    /// other items the read set may contain; a Bloom filter, given the read set's items, becomes the
+    /// other read items it may contain. `None` when nothing is left; metadata the hint cannot reduce
+    /// is kept.
+    pub fn trim(&self, meta: &mut Meta, key: Key) {
+        let siblings: WriteSet = match (&*meta, self.hint) {
+            (_, ReadSetHint::None) => return,
+            (Meta::WriteSet(ws), _) => ws
+                .iter()
+                .copied()
+                .filter(|&k| k != key && self.may_contain(k))
+                .collect(),
+            (Meta::Bloom(b), ReadSetHint::Others(_)) => self
+                .named()
+                .filter(|&k| k != key && b.may_contain(k))
+                .collect(),
+            _ => return,
+        };
+        *meta = if siblings.is_empty() {
+            Meta::None
+        } else {
+            Meta::Siblings(siblings)
+        };
+    }
+}
+
+/// The hint a RAMP client sends with the first-round GET to server `to`: a signature for short
+/// RAMP-F read sets, the items elsewhere for long ones (a saturated signature would let whole write
+/// sets through) and for short RAMP-H ones (a long read set would make a saturated filter answer
+/// more items than the filter's own size).
+pub fn read_set_hint(
+    kind: RampKind,
+    reads: &[Key],
+    elsewhere: impl Iterator<Item = Key>,
+) -> ReadSetHint {
+    match kind {
+        RampKind::Fast if reads.len() <= SMALL_READ_SET => ReadSetHint::Sig(ReadSig::of(reads).0),
+        RampKind::Fast => ReadSetHint::Others(elsewhere.collect()),
+        RampKind::Hybrid if reads.len() <= SMALL_READ_SET => {
+            ReadSetHint::Others(elsewhere.collect())
+        }
+        _ => ReadSetHint::None,
+    }
 }
 
 #[cfg(test)]
@@ -266,7 +346,11 @@ mod tests {
         seed: u64,
         meta: impl Fn(&[Key]) -> Meta,
     ) -> (Vec<Key>, Vec<FirstRound>) {
-        let n = 2 + (seed % 7);
+        let n = if seed % 10 == 0 {
+            20 + seed % 30
+        } else {
+            2 + (seed % 7)
+        };
         let read_set: Vec<Key> = (0..n).map(|k| k * 1_000_003).collect();
         let first = read_set
             .iter()
@@ -294,14 +378,11 @@ mod tests {
                 } else {
                     (elsewhere, here)
                 };
-                let hint = match kind {
-                    RampKind::Fast => ReadSetHint::Sig(ReadSig::of(read_set).0),
-                    _ => ReadSetHint::Others(others.iter().copied().collect()),
-                };
+                let hint = read_set_hint(kind, read_set, others.iter().copied());
                 let items: Vec<(Key, GetMode)> =
                     items.iter().map(|&k| (k, GetMode::Latest)).collect();
                 let mut meta = f.meta.clone();
-                trim(&mut meta, f.key, &hint, &items);
+                ReadSetFilter::new(&hint, &items).trim(&mut meta, f.key);
                 v(f.key, f.ts, meta)
             })
             .collect()

@@ -342,6 +342,7 @@ impl PartitionServer {
             return;
         }
         let now = net.now();
+        let filter = ramp::ReadSetFilter::new(hint, &reads);
         let mut results = Vec::with_capacity(reads.len());
         for &(key, ref mode) in &reads {
             let (r, prepared) = match mode {
@@ -363,7 +364,7 @@ impl PartitionServer {
             }
             let mut r = r;
             if let ReadResult::Found { meta, .. } = &mut r {
-                ramp::trim(meta, key, hint, &reads);
+                filter.trim(meta, key);
             }
             results.push(r);
         }
