@@ -346,7 +346,7 @@ mod tests {
         seed: u64,
         meta: impl Fn(&[Key]) -> Meta,
     ) -> (Vec<Key>, Vec<FirstRound>) {
-        let n = if seed % 10 == 0 {
+        let n = if seed.is_multiple_of(10) {
             20 + seed % 30
         } else {
             2 + (seed % 7)
