@@ -167,6 +167,14 @@ fn bad_flags_get_clear_errors() {
         ),
         (&["bench", "incrz", "--alpha", "1"], "--alpha must be"),
         (&["bench", "nosuchworkload"], "unrecognized subcommand"),
+        (
+            &["experiment", "incr1", "--protocols", "ramp-f"],
+            "unknown protocol `ramp-f` in --protocols for incr1",
+        ),
+        (
+            &["experiment", "ramp-clients", "--protocols", "occ"],
+            "unknown algorithm `occ` in --protocols for ramp-clients",
+        ),
     ];
     all_rejected(cases);
 }

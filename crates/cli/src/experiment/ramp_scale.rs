@@ -43,7 +43,7 @@ fn workload(s: &Settings) -> YcsbRamp {
 fn points(s: &Settings) -> Vec<Point> {
     let mut out = Vec::new();
     for servers in server_counts(s) {
-        for algorithm in ALGORITHMS {
+        for algorithm in ALGORITHMS.into_iter().filter(|a| s.algorithms.contains(a)) {
             out.push(Point {
                 algorithm,
                 servers,

@@ -67,7 +67,7 @@ fn sweeps(s: &Settings) -> Vec<Sweep> {
 }
 
 fn algorithms(s: &Settings) -> Vec<Algorithm> {
-    if s.quick {
+    let all = if s.quick {
         vec![Algorithm::RampFast, Algorithm::Nwnr]
     } else {
         vec![
@@ -78,7 +78,10 @@ fn algorithms(s: &Settings) -> Vec<Algorithm> {
             Algorithm::Lwlr,
             Algorithm::Epci,
         ]
-    }
+    };
+    all.into_iter()
+        .filter(|a| s.algorithms.contains(a))
+        .collect()
 }
 
 fn base(s: &Settings) -> YcsbRamp {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::ExperimentArgs;
 use super::protocols::{self, Protocol};
+use phasedb_dist::Algorithm;
 
 /// How to run an experiment: where to write, how long each point runs, which thread counts.
 #[derive(Clone, Debug)]
@@ -27,6 +28,9 @@ pub struct Settings {
     pub runs: usize,
     /// The protocols to compare.
     pub protocols: Vec<Protocol>,
+    /// The distributed algorithms the cluster experiments may run (all unless `--protocols` names
+    /// some of them).
+    pub algorithms: Vec<Algorithm>,
     /// The machine's 1-minute load average when the run started (Linux), a hint of how much other
     /// processes competed for the cores.
     pub load_before: Option<f64>,
@@ -75,23 +79,37 @@ impl Settings {
             return Err("--runs must be between 1 and 100".into());
         }
         let all = protocols::all();
-        let protocols = match &args.protocols {
-            None => all,
-            Some(names) => {
-                let mut chosen = Vec::new();
-                for n in names {
-                    let Some(p) = all.iter().find(|p| p.name == *n) else {
-                        let known: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
-                        return Err(format!(
-                            "unknown protocol `{n}` in --protocols (this build has: {})",
-                            known.join(", ")
-                        ));
-                    };
-                    chosen.push(p.clone());
-                }
-                chosen
+        // The cluster experiments compare distributed algorithms; the others, single-node protocols.
+        let cluster = name.starts_with("ramp-");
+        let (mut protocols, mut algorithms) = (all.clone(), Algorithm::ALL.to_vec());
+        if let Some(names) = &args.protocols {
+            let unknown = |n: &str, known: Vec<&str>| {
+                format!(
+                    "unknown {} `{n}` in --protocols for {name} (this build has: {})",
+                    if cluster { "algorithm" } else { "protocol" },
+                    known.join(", ")
+                )
+            };
+            if cluster {
+                algorithms = names
+                    .iter()
+                    .map(|n| {
+                        Algorithm::parse(n).ok_or_else(|| {
+                            unknown(n, Algorithm::ALL.iter().map(|a| a.name()).collect())
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
+            } else {
+                protocols = names
+                    .iter()
+                    .map(|n| {
+                        all.iter().find(|p| p.name == *n).cloned().ok_or_else(|| {
+                            unknown(n, all.iter().map(|p| p.name.as_str()).collect())
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
             }
-        };
+        }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let max = args.threads_max.unwrap_or(cores);
         if max == 0 || max > phasedb_txn::MAX_WORKERS {
@@ -118,6 +136,7 @@ impl Settings {
             seed: args.seed,
             runs: args.runs,
             protocols,
+            algorithms,
             load_before: load_average(),
         })
     }
