@@ -202,6 +202,21 @@ fn assert_no_pending(s: &Scenario, r: &Run) {
     }
 }
 
+/// Every participant that knows an in-doubt write reports the same outcome; returns how many there were.
+fn assert_in_doubt_decided_alike(s: &Scenario, r: &Run) -> usize {
+    for &ts in &r.in_doubt_ts {
+        let statuses: Vec<TxnStatus> = (0..s.servers)
+            .filter_map(|a| r.sim.node(a).as_server().unwrap().status(ts))
+            .collect();
+        assert!(
+            statuses.windows(2).all(|w| w[0] == w[1]),
+            "seed {}: participants disagree on in-doubt write {ts}: {statuses:?}",
+            s.seed
+        );
+    }
+    r.in_doubt_ts.len()
+}
+
 const RAMP: [Algorithm; 3] = [
     Algorithm::RampFast,
     Algorithm::RampSmall,
@@ -274,16 +289,7 @@ fn crashed_clients_leave_no_prepared_write_behind_and_ctp_decides_atomically() {
             let r = run(&s);
             assert_read_atomic(&s, &r);
             assert_no_pending(&s, &r);
-            for &ts in &r.in_doubt_ts {
-                let statuses: Vec<TxnStatus> = (0..s.servers)
-                    .filter_map(|a| r.sim.node(a).as_server().unwrap().status(ts))
-                    .collect();
-                assert!(
-                    statuses.windows(2).all(|w| w[0] == w[1]),
-                    "seed {seed}: participants disagree on in-doubt write {ts}: {statuses:?}"
-                );
-            }
-            in_doubt += r.in_doubt_ts.len();
+            in_doubt += assert_in_doubt_decided_alike(&s, &r);
         }
     }
     assert!(
@@ -453,16 +459,7 @@ fn epci_survives_dropped_messages_and_crashed_clients_and_servers() {
             let r = run(&s);
             assert_read_atomic(&s, &r);
             assert_no_pending(&s, &r);
-            for &ts in &r.in_doubt_ts {
-                let statuses: Vec<TxnStatus> = (0..s.servers)
-                    .filter_map(|a| r.sim.node(a).as_server().unwrap().status(ts))
-                    .collect();
-                assert!(
-                    statuses.windows(2).all(|w| w[0] == w[1]),
-                    "seed {seed}: participants disagree on in-doubt write {ts}: {statuses:?}"
-                );
-            }
-            in_doubt += r.in_doubt_ts.len();
+            in_doubt += assert_in_doubt_decided_alike(&s, &r);
         }
     }
     assert!(
