@@ -37,7 +37,7 @@ pub enum Meta {
 pub enum ReadSetHint {
     /// Nothing: full metadata.
     None,
-    /// RAMP-F: a 64-bit signature of the read set ([`crate::ramp::client::ReadSig`]); write sets are
+    /// RAMP-F: a 64-bit signature of the read set ([`crate::ramp::hint::ReadSig`]); write sets are
     /// trimmed to the items it may contain.
     Sig(u64),
     /// RAMP-H: the read set's items on other servers (with the GET's own items, the whole read set);

@@ -13,6 +13,7 @@ use crate::msg::{
     TxnSpec,
 };
 use crate::ramp::client::{self as ramp, FirstRoundView, RampKind};
+use crate::ramp::hint::read_set_hint;
 use crate::ts::TsGen;
 use phasedb_net::{Addr, Transport};
 pub use router::Router;
@@ -279,7 +280,7 @@ impl TxnClient {
             .map(|(to, reads)| {
                 let hint = kind.map_or(ReadSetHint::None, |kind| {
                     let elsewhere = txn.reads.iter().filter(|&&k| router.node_of(k) != to);
-                    ramp::read_set_hint(kind, &txn.reads, elsewhere.copied())
+                    read_set_hint(kind, &txn.reads, elsewhere.copied())
                 });
                 let m = Msg::Get {
                     rid,

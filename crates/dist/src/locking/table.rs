@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
+use crate::expiring::Expiring;
 use crate::msg::{Key, LockMode, Ts};
 use phasedb_net::Addr;
 
@@ -105,9 +106,8 @@ impl LockState {
 pub struct LockTable {
     locks: FxHashMap<Key, LockState>,
     lease: u64,
-    /// Owners that released their locks here, by when; forgotten after one lease.
-    released: FxHashMap<Ts, u64>,
-    released_log: VecDeque<(u64, Ts)>,
+    /// Owners that released their locks here; forgotten after one lease.
+    released: Expiring<Ts, ()>,
 }
 
 impl LockTable {
@@ -116,8 +116,7 @@ impl LockTable {
         LockTable {
             locks: FxHashMap::default(),
             lease,
-            released: FxHashMap::default(),
-            released_log: VecDeque::new(),
+            released: Expiring::new(lease),
         }
     }
 
@@ -184,15 +183,7 @@ impl LockTable {
     /// Takes back every lock held longer than the lease and forgets released owners older than it;
     /// returns the number of locks taken back and the waiters granted as a result.
     pub fn expire(&mut self, now: u64) -> (u64, Vec<Waiter>) {
-        while let Some(&(at, owner)) = self.released_log.front() {
-            if at + self.lease > now {
-                break;
-            }
-            self.released_log.pop_front();
-            if self.released.get(&owner) == Some(&at) {
-                self.released.remove(&owner);
-            }
-        }
+        self.released.expire(now);
         let lease = self.lease;
         let stale = |h: &Holder| h.since + lease <= now;
         let mut expired: Vec<Ts> = Vec::new();
@@ -218,15 +209,13 @@ impl LockTable {
     }
 
     fn remember_released(&mut self, owner: Ts, now: u64) {
-        self.released.insert(owner, now);
-        self.released_log.push_back((now, owner));
+        self.released.insert(owner, (), now);
     }
 
     /// Forgets every lock (a crashed server).
     pub fn clear(&mut self) {
         self.locks.clear();
         self.released.clear();
-        self.released_log.clear();
     }
 
     /// Items with a holder or a waiter.

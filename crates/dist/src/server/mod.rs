@@ -7,14 +7,13 @@ mod ctp;
 mod stats_text;
 pub mod store;
 
-use std::collections::VecDeque;
-
 use rustc_hash::FxHashMap;
 
 use crate::epci::server::EpciState;
+use crate::expiring::Expiring;
 use crate::locking::table::{LockTable, Waiter};
 use crate::msg::{GetMode, Key, Meta, Msg, ReadResult, ReadSetHint, Ts, TxnStatus, Value};
-use crate::ramp::client as ramp;
+use crate::ramp::hint::ReadSetFilter;
 use phasedb_net::config::ServerSettings;
 use phasedb_net::{Addr, Transport};
 use store::{Store, StoreStats};
@@ -68,8 +67,7 @@ pub struct PartitionServer {
     pub(crate) settings: ServerSettings,
     pub(crate) store: Store,
     pub(crate) pending: FxHashMap<Ts, PendingTxn>,
-    decided: FxHashMap<Ts, Decision>,
-    decided_log: VecDeque<(u64, Ts)>,
+    decided: Expiring<Ts, Decision>,
     locks: LockTable,
     pub(crate) epci: EpciState,
     pub(crate) stats: ServerStats,
@@ -83,8 +81,7 @@ impl PartitionServer {
             settings,
             store: Store::new(settings.gc_window_ms * MS),
             pending: FxHashMap::default(),
-            decided: FxHashMap::default(),
-            decided_log: VecDeque::new(),
+            decided: Expiring::new((settings.gc_window_ms + 20 * settings.ctp_timeout_ms) * MS),
             locks: LockTable::new(settings.lock_lease_ms * MS),
             epci: EpciState::default(),
             stats: ServerStats::default(),
@@ -321,9 +318,7 @@ impl PartitionServer {
     }
 
     fn decide(&mut self, ts: Ts, d: Decision, now: u64) {
-        if self.decided.insert(ts, d).is_none() {
-            self.decided_log.push_back((now, ts));
-        }
+        self.decided.insert(ts, d, now);
     }
 
     /// Answers a GET item by item; E-PCI reads may first need commit checks. With a read-set hint,
@@ -342,10 +337,10 @@ impl PartitionServer {
             return;
         }
         let now = net.now();
-        let filter = ramp::ReadSetFilter::new(hint, &reads);
+        let filter = ReadSetFilter::new(hint, &reads);
         let mut results = Vec::with_capacity(reads.len());
         for &(key, ref mode) in &reads {
-            let (r, prepared) = match mode {
+            let (mut r, prepared) = match mode {
                 GetMode::Latest => (self.store.latest(key, true), false),
                 GetMode::LatestTs => (self.store.latest(key, false), false),
                 GetMode::Exact(ts) => self.store.exact(key, *ts),
@@ -362,7 +357,6 @@ impl PartitionServer {
             if matches!(r, ReadResult::Gone { .. }) {
                 self.stats.gone += 1;
             }
-            let mut r = r;
             if let ReadResult::Found { meta, .. } = &mut r {
                 filter.trim(meta, key);
             }
@@ -401,14 +395,7 @@ impl PartitionServer {
         for g in granted {
             self.grant(net, g);
         }
-        let keep = (self.settings.gc_window_ms + 20 * self.settings.ctp_timeout_ms) * MS;
-        while let Some(&(at, ts)) = self.decided_log.front() {
-            if at + keep > now {
-                break;
-            }
-            self.decided_log.pop_front();
-            self.decided.remove(&ts);
-        }
+        self.decided.expire(now);
     }
 
     pub(crate) fn decision(&self, ts: Ts) -> Option<Decision> {
