@@ -56,6 +56,7 @@ impl Protocol for Occ {
 /// Silo's commit: locks the write set (inserts first), reads the epoch, validates, then installs with
 /// a TID chosen locally. With `SPLIT_AWARE` (Doppel) a locked group that is split data in the current
 /// split phase stashes the transaction.
+#[inline(always)]
 pub(crate) fn silo_commit<P: Protocol<Meta = TidWord>, const SPLIT_AWARE: bool>(
     st: &mut TxState<TidWord>,
     ctx: &mut CommitCtx<'_, P>,

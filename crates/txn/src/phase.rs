@@ -51,6 +51,9 @@ pub struct Phases {
     holding: Box<[CachePadded<AtomicBool>]>,
     /// Held by whoever coordinates.
     coordinator: Mutex<()>,
+    /// Changes in which the coordinator stopped waiting for a worker that held transactions back
+    /// for longer than [`HOLDING_PATIENCE`] and acted for it.
+    overdue: AtomicU64,
     /// Set when a change is due (by the ticker, or by a worker that wants one sooner).
     due: Arc<CachePadded<AtomicBool>>,
     ticker: Option<Ticker>,
@@ -78,6 +81,7 @@ impl Phases {
                 .map(|_| CachePadded::new(AtomicBool::new(false)))
                 .collect(),
             coordinator: Mutex::new(()),
+            overdue: AtomicU64::new(0),
             due: Arc::new(CachePadded::new(AtomicBool::new(false))),
             ticker: None,
         }
@@ -143,6 +147,12 @@ impl Phases {
         self.due.load(Ordering::Relaxed)
     }
 
+    /// Changes so far in which a worker held transactions back past the coordinator's patience (a
+    /// worker stalled, or a fault in the phase protocol: it should always run them promptly).
+    pub fn overdue(&self) -> u64 {
+        self.overdue.load(Ordering::Relaxed)
+    }
+
     /// Asks for a change as soon as a worker reaches a transaction boundary.
     pub fn hurry(&self) {
         self.due.store(true, Ordering::Release);
@@ -200,10 +210,13 @@ impl Phases {
         for slot in 0..activity.high() {
             let mut spins = 0u32;
             while self.acked[slot].load(Ordering::SeqCst) < p {
-                let patient =
-                    self.holding[slot].load(Ordering::SeqCst) && start.elapsed() < HOLDING_PATIENCE;
+                let holding = self.holding[slot].load(Ordering::SeqCst);
+                let patient = holding && start.elapsed() < HOLDING_PATIENCE;
                 if !patient && activity.try_claim(slot) {
                     if self.acked[slot].load(Ordering::SeqCst) < p {
+                        if holding {
+                            self.overdue.fetch_add(1, Ordering::Relaxed);
+                        }
                         on_idle(slot);
                         self.ack(slot, p);
                     }

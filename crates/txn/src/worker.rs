@@ -35,7 +35,8 @@ pub struct Worker<'db, P: Protocol> {
 }
 
 /// One committed transaction in this many has its latency measured (reading the clock costs about
-/// as much as a short transaction); stashed transactions always do.
+/// as much as a short transaction). Stashed transactions are sampled alike, so they weigh in the
+/// percentiles as often as they occur.
 pub const LATENCY_SAMPLE: u64 = 4;
 
 impl<'db, P: Protocol> Worker<'db, P> {
@@ -167,9 +168,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     let s = self.stats.of_type(ty);
                     s.committed += 1;
                     let nanos = match self.origin {
+                        _ if !timed => None,
                         Some(origin) => Some(origin.elapsed().as_nanos() as u64),
-                        None if timed => Some(clock.delta_as_nanos(start, clock.raw())),
-                        None => None,
+                        None => Some(clock.delta_as_nanos(start, clock.raw())),
                     };
                     if let Some(n) = nanos {
                         let _ = s.latency_ns.record(n.max(1));
@@ -291,6 +292,16 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     self.state.phase = p;
                     phases.ack(self.slot, p);
                 } else {
+                    // The worker holds transactions back from `p`. It still enters the phase it
+                    // was released into if `p` was published before it got there (it acknowledged
+                    // the change before that one): its held transactions run in that phase, and
+                    // the coordinator of `p` waits for them.
+                    let r = phases.released();
+                    if r > self.state.phase && r < p && P::enter_phase(&mut self.state, self.db, r)
+                    {
+                        self.state.phase = r;
+                        phases.ack(self.slot, r);
+                    }
                     return;
                 }
             }

@@ -352,5 +352,6 @@ pub(super) fn report(db: &Database<Doppel>) -> Vec<(&'static str, String)> {
         ("records ever split", stats.ever_split.to_string()),
         ("operations on per-core slices", stats.slice_ops.to_string()),
         ("transactions stashed", stats.stashed.to_string()),
+        ("phase changes overdue", stats.overdue.to_string()),
     ]
 }

@@ -76,28 +76,7 @@ impl Protocol for Doppel {
         })
     }
 
-    fn on_write(
-        st: &mut TxState<TidWord>,
-        db: &Database<Self>,
-        _table: TableId,
-        rec: RecordPtr<TidWord>,
-        layout: &RecordLayout,
-        groups: u32,
-        _write: usize,
-    ) -> TxResult<()> {
-        let mut m = groups;
-        while m != 0 {
-            let g = m.trailing_zeros() as usize;
-            m &= m - 1;
-            let word = rec.meta(layout, g).load();
-            if word & SPLIT != 0 {
-                return Err(stash(st, db, word, None));
-            }
-        }
-        Ok(())
-    }
-
-    #[inline]
+    #[inline(always)]
     fn apply_in_place(
         st: &mut TxState<TidWord>,
         db: &Database<Self>,
@@ -111,36 +90,19 @@ impl Protocol for Doppel {
             st.split_candidates.push((t, key, col as u16, op.kind()));
             return None;
         }
-        let table = db.table(t);
-        let rec = table.get(key, guard)?;
-        let group = table.schema().column(col).group;
-        let word = rec.meta(table.layout(), group).load();
-        if word & SPLIT == 0 {
-            return None;
-        }
-        let index = (word & TID_MASK) as usize;
-        // SAFETY: entries change only at phase barriers, and this worker is in a split phase.
-        let entry = unsafe { &db.shared.entries()[index] };
-        if entry.label.col as usize != col || entry.label.kind != op.kind() {
-            return Some(Err(stash(st, db, word, Some(op.kind()))));
-        }
-        let (arg, bytes) = match op {
-            SplitOp::Add(a) | SplitOp::Max(a) | SplitOp::Min(a) | SplitOp::Mult(a) => (a, &[][..]),
-            SplitOp::OPut { order, value } | SplitOp::TopKInsert { order, value } => (order, value),
-        };
-        let from = st.split_bytes.len();
-        st.split_bytes.extend_from_slice(bytes);
-        st.split_writes.push(SplitWrite {
-            entry: index as u32,
-            kind: op.kind(),
-            arg,
-            bytes: from..st.split_bytes.len(),
-        });
-        Some(Ok(true))
+        apply_split(st, db, t, key, col, op, guard)
     }
 
     fn commit(st: &mut TxState<TidWord>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()> {
-        silo_commit::<Self, true>(st, ctx)?;
+        if let Err(e) = silo_commit::<Self, true>(st, ctx) {
+            if !matches!(e, TxError::Stashed) {
+                return Err(e);
+            }
+            // Writes meet split records when they are locked, not when they are buffered: a write
+            // to a split record is rare (reads and other operations on one are stashed earlier).
+            let word = st.locks.iter().map(|l| l.prev).find(|w| w & SPLIT != 0);
+            return Err(stash(st, ctx.db, word.unwrap_or(SPLIT), None));
+        }
         if !st.split_writes.is_empty() {
             apply_to_slices(st, ctx.db);
         }
@@ -206,6 +168,47 @@ impl Protocol for Doppel {
             });
         }
     }
+}
+
+/// Doppel's split-phase `apply`: runs the operation on the worker's slice if the record is split for
+/// it, stashes the transaction if the record is split for another operation, and leaves reconciled
+/// records to the read-modify-write (`None`).
+#[inline(never)]
+fn apply_split(
+    st: &mut TxState<TidWord>,
+    db: &Database<Doppel>,
+    t: TableId,
+    key: u64,
+    col: usize,
+    op: SplitOp<'_>,
+    guard: &Guard,
+) -> Option<TxResult<bool>> {
+    let table = db.table(t);
+    let rec = table.get(key, guard)?;
+    let group = table.schema().column(col).group;
+    let word = rec.meta(table.layout(), group).load();
+    if word & SPLIT == 0 {
+        return None;
+    }
+    let index = (word & TID_MASK) as usize;
+    // SAFETY: entries change only at phase barriers, and this worker is in a split phase.
+    let entry = unsafe { &db.shared.entries()[index] };
+    if entry.label.col as usize != col || entry.label.kind != op.kind() {
+        return Some(Err(stash(st, db, word, Some(op.kind()))));
+    }
+    let (arg, bytes) = match op {
+        SplitOp::Add(a) | SplitOp::Max(a) | SplitOp::Min(a) | SplitOp::Mult(a) => (a, &[][..]),
+        SplitOp::OPut { order, value } | SplitOp::TopKInsert { order, value } => (order, value),
+    };
+    let from = st.split_bytes.len();
+    st.split_bytes.extend_from_slice(bytes);
+    st.split_writes.push(SplitWrite {
+        entry: index as u32,
+        kind: op.kind(),
+        arg,
+        bytes: from..st.split_bytes.len(),
+    });
+    Some(Ok(true))
 }
 
 /// Counts a stash of the attempt (by a read, or by another operation `other`) on the split record
@@ -302,6 +305,8 @@ impl Database<Doppel> {
 
     /// Doppel's phase figures so far.
     pub fn phase_stats(&self) -> PhaseStats {
-        self.shared.coord.lock().stats.clone()
+        let mut stats = self.shared.coord.lock().stats.clone();
+        stats.overdue = self.phases.overdue();
+        stats
     }
 }

@@ -135,6 +135,9 @@ pub struct PhaseStats {
     pub slice_ops: u64,
     /// Transactions stashed in split phases.
     pub stashed: u64,
+    /// Phase changes that stopped waiting for a worker holding stashed transactions (see
+    /// [`crate::phase::Phases::overdue`]).
+    pub overdue: u64,
 }
 
 /// The coordinator's state between phases.
