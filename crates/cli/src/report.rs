@@ -94,6 +94,8 @@ pub fn json(
         "latency_us": latency(&total),
         "per_type": per_type,
         "config": config,
+        "worker_cpu_s": r.worker_cpu.as_secs_f64(),
+        "committed_per_cpu_s": total.committed as f64 / r.worker_cpu.as_secs_f64().max(1e-9),
         "load_s": r.load_seconds,
         "memory_bytes": r.memory_bytes,
         "check": match &r.check { Ok(()) => json!("ok"), Err(e) => json!(e) },
@@ -171,6 +173,12 @@ pub fn table(
     if r.txn_types.len() > 1 {
         line("total", &r.stats.total());
     }
+    let cpu = r.worker_cpu.as_secs_f64();
+    let _ = writeln!(
+        out,
+        "workers used {cpu:.2} CPU-s: {:.0} committed per CPU-second",
+        r.stats.total().committed as f64 / cpu.max(1e-9)
+    );
     if !r.protocol_report.is_empty() {
         let _ = writeln!(out, "\n{}:", r.protocol);
         for (k, v) in &r.protocol_report {

@@ -38,6 +38,9 @@ pub struct BenchResult {
     pub history: phasedb_txn::History,
     /// The protocol's own figures (Doppel: phases, split records, stashed transactions).
     pub protocol_report: Vec<(&'static str, String)>,
+    /// CPU time the worker threads used in the measured window (all workers together). Committed
+    /// transactions per CPU second compare protocols even when other processes take CPU time.
+    pub worker_cpu: Duration,
 }
 
 impl BenchResult {
@@ -72,6 +75,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
     let failed = AtomicBool::new(false);
     let mut measured = Duration::ZERO;
     let mut merged = Stats::default();
+    let mut worker_cpu = Duration::ZERO;
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..opts.threads)
             .map(|i| {
@@ -84,6 +88,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
                     let mut stash = Stash::new::<P>(&mut worker);
                     ready.fetch_add(1, Ordering::AcqRel);
                     let mut measuring = false;
+                    let mut cpu_start = Duration::ZERO;
                     let mut done = 0u64;
                     loop {
                         let p = phase.load(Ordering::Relaxed);
@@ -93,6 +98,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
                         if p == MEASURE && !measuring {
                             measuring = true;
                             worker.stats_mut().reset();
+                            cpu_start = thread_cpu_time();
                         }
                         if let Err(e) = stash.run_one(workload, &mut th, &mut worker)
                             && !matches!(e, phasedb_txn::TxError::UserAbort)
@@ -103,7 +109,12 @@ pub fn run_bench<P: Protocol, W: Workload>(
                         done += 1;
                         counters[i].store(done, Ordering::Relaxed);
                     }
-                    worker.stats().clone()
+                    let cpu = if measuring {
+                        thread_cpu_time().saturating_sub(cpu_start)
+                    } else {
+                        Duration::ZERO
+                    };
+                    (worker.stats().clone(), cpu)
                 })
             })
             .collect();
@@ -131,7 +142,9 @@ pub fn run_bench<P: Protocol, W: Workload>(
         phase.store(STOP, Ordering::Relaxed);
         measured = measure_start.elapsed();
         for h in handles {
-            merged.merge(&h.join().expect("benchmark worker panicked"));
+            let (stats, cpu) = h.join().expect("benchmark worker panicked");
+            merged.merge(&stats);
+            worker_cpu += cpu;
         }
     });
     db.settle();
@@ -150,7 +163,22 @@ pub fn run_bench<P: Protocol, W: Workload>(
         check,
         history: db.take_history(),
         protocol_report,
+        worker_cpu,
     }
+}
+
+/// CPU time the calling thread has used.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to; the clock id is a constant the OS knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Transactions a phased protocol stashed, kept as copies of the generator taken before each was
