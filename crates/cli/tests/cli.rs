@@ -47,6 +47,14 @@ fn bench_json_has_the_promised_fields() {
         assert!(v["latency_us"][q].as_f64().unwrap() > 0.0, "latency {q}");
     }
     assert!(v["per_type"]["ycsb"]["committed"].as_u64().unwrap() > 0);
+    // Two busy workers for 0.3 s use CPU time, at most the window's length each.
+    let cpu = v["worker_cpu_s"].as_f64().unwrap();
+    assert!(
+        cpu > 0.0 && cpu <= 2.0 * v["measured_s"].as_f64().unwrap() + 0.05,
+        "{cpu}"
+    );
+    let per_cpu = v["committed_per_cpu_s"].as_f64().unwrap();
+    assert!((per_cpu * cpu - v["committed"].as_f64().unwrap()).abs() < 1.0);
     assert_eq!(v["config"]["protocol"], "occ");
     assert_eq!(v["config"]["threads"], 2);
     assert_eq!(v["config"]["rows"], 5000.0);
