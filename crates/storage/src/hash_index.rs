@@ -1,8 +1,11 @@
+use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
+
+use crate::mapping::Mapping;
 
 const EMPTY: usize = 0;
 const TOMBSTONE: usize = 1;
@@ -22,18 +25,37 @@ pub struct HashIndex {
 struct Shard {
     slots: AtomicPtr<Slots>,
     writer: Mutex<Counts>,
+    /// The next slot array, zeroed and touched by the background thread ahead of the shard's growth.
+    spare: Arc<Mutex<Option<Mapping>>>,
 }
 
 #[derive(Default)]
 struct Counts {
     live: usize,
     used: usize,
+    /// A spare slot array was asked for since the last growth.
+    spare_asked: bool,
 }
+
+/// Slot arrays at least this large are mapped, and prepared ahead of growth by the background thread.
+const MAPPED_BYTES: usize = 256 << 10;
 
 struct Slots {
     mask: usize,
-    slots: Box<[Slot]>,
+    /// `mask + 1` slots, in `_mem`.
+    base: *const Slot,
+    _mem: SlotMemory,
 }
+
+/// Where a slot array lives. An all-zero slot is empty, so zeroed memory needs no initialising.
+enum SlotMemory {
+    Boxed(#[allow(dead_code)] Box<[Slot]>),
+    Mapped(#[allow(dead_code)] Mapping),
+}
+
+// SAFETY: `base` points into `_mem`, owned by the `Slots`; slots are atomics.
+unsafe impl Send for Slots {}
+unsafe impl Sync for Slots {}
 
 struct Slot {
     key: AtomicU64,
@@ -49,26 +71,57 @@ fn hash(key: u64) -> u64 {
     h ^ (h >> 33)
 }
 
+/// Slots in an array of at least `cap` (a power of two at least 16).
+fn slot_count(cap: usize) -> usize {
+    cap.next_power_of_two().max(16)
+}
+
 impl Slots {
-    fn with_capacity(cap: usize) -> Box<Slots> {
-        let cap = cap.next_power_of_two().max(16);
-        let slots = (0..cap)
-            .map(|_| Slot {
-                key: AtomicU64::new(0),
-                value: AtomicUsize::new(EMPTY),
-            })
-            .collect();
+    /// An empty array of at least `cap` slots, in `spare` if that is the right size.
+    fn with_capacity(cap: usize, spare: Option<Mapping>) -> Box<Slots> {
+        let cap = slot_count(cap);
+        let bytes = cap * std::mem::size_of::<Slot>();
+        let mem = match spare {
+            Some(m) if m.len() == bytes => SlotMemory::Mapped(m),
+            _ if bytes >= MAPPED_BYTES => SlotMemory::Mapped(Mapping::new(bytes)),
+            _ => SlotMemory::Boxed(
+                (0..cap)
+                    .map(|_| Slot {
+                        key: AtomicU64::new(0),
+                        value: AtomicUsize::new(EMPTY),
+                    })
+                    .collect(),
+            ),
+        };
+        let base = match &mem {
+            SlotMemory::Boxed(b) => b.as_ptr(),
+            SlotMemory::Mapped(m) => m.addr() as *const Slot,
+        };
         Box::new(Slots {
             mask: cap - 1,
-            slots,
+            base,
+            _mem: mem,
         })
+    }
+
+    /// Slot `i` (masked into the array).
+    #[inline]
+    fn slot(&self, i: usize) -> &Slot {
+        // SAFETY: `i & mask` is below the array's length; zeroed memory is valid empty slots.
+        unsafe { &*self.base.add(i & self.mask) }
+    }
+
+    /// Every slot.
+    fn all(&self) -> &[Slot] {
+        // SAFETY: `base` holds `mask + 1` slots.
+        unsafe { std::slice::from_raw_parts(self.base, self.mask + 1) }
     }
 
     #[inline]
     fn find(&self, key: u64, h: u64) -> Option<&Slot> {
         let mut i = h as usize & self.mask;
         loop {
-            let slot = &self.slots[i];
+            let slot = self.slot(i);
             let v = slot.value.load(Ordering::Acquire);
             if v == EMPTY {
                 return None;
@@ -84,7 +137,7 @@ impl Slots {
     fn place(&self, key: u64, h: u64, value: usize) {
         let mut i = h as usize & self.mask;
         loop {
-            let slot = &self.slots[i];
+            let slot = self.slot(i);
             if slot.value.load(Ordering::Relaxed) == EMPTY {
                 slot.key.store(key, Ordering::Relaxed);
                 slot.value.store(value, Ordering::Release);
@@ -102,8 +155,9 @@ impl HashIndex {
         let shards = (0..SHARDS)
             .map(|_| {
                 CachePadded::new(Shard {
-                    slots: AtomicPtr::new(Box::into_raw(Slots::with_capacity(per_shard))),
+                    slots: AtomicPtr::new(Box::into_raw(Slots::with_capacity(per_shard, None))),
                     writer: Mutex::new(Counts::default()),
+                    spare: Arc::new(Mutex::new(None)),
                 })
             })
             .collect();
@@ -132,7 +186,7 @@ impl HashIndex {
         let h = hash(key);
         // SAFETY: as in `get`; the slot index is masked into the array.
         let slots = unsafe { &*self.shard(h).slots.load(Ordering::Acquire) };
-        crate::prefetch::line(&slots.slots[h as usize & slots.mask] as *const Slot as *const u8);
+        crate::prefetch::line(slots.slot(h as usize) as *const Slot as *const u8);
     }
 
     /// Runs `f` with exclusive insert/remove rights over `key`'s shard; `f` receives the current value
@@ -157,6 +211,7 @@ impl HashIndex {
             debug_assert!(current.is_none() && value > TOMBSTONE);
             let slots = if (counts.used + 1) * 4 > (slots.mask + 1) * 3 {
                 counts.used = counts.live;
+                counts.spare_asked = false;
                 Self::grow(shard, slots, counts.live + 1, guard)
             } else {
                 slots
@@ -164,8 +219,26 @@ impl HashIndex {
             slots.place(key, h, value);
             counts.used += 1;
             counts.live += 1;
+            Self::ask_spare(shard, &mut counts, slots.mask + 1);
         }
         result
+    }
+
+    /// Once a large shard is half full, asks the background thread for its next slot array (the size
+    /// growth will want if nothing is removed meanwhile), so that growing does not fault in fresh
+    /// pages on the inserting thread.
+    #[inline]
+    fn ask_spare(shard: &Shard, counts: &mut Counts, cap: usize) {
+        let bytes = 2 * cap * std::mem::size_of::<Slot>();
+        if counts.spare_asked || counts.used * 2 < cap || bytes < MAPPED_BYTES {
+            return;
+        }
+        counts.spare_asked = true;
+        let spare = shard.spare.clone();
+        crate::prefault::submit(Box::new(move || {
+            let m = Mapping::touched(bytes);
+            *spare.lock() = Some(m);
+        }));
     }
 
     /// Removes `key` if it maps to `value` and `decide()` (run under the shard lock, while the mapping
@@ -196,8 +269,9 @@ impl HashIndex {
     }
 
     fn grow<'g>(shard: &Shard, old: &Slots, live: usize, guard: &'g Guard) -> &'g Slots {
-        let fresh = Slots::with_capacity(live * 2);
-        for slot in old.slots.iter() {
+        let spare = shard.spare.lock().take();
+        let fresh = Slots::with_capacity(live * 2, spare);
+        for slot in old.all() {
             let v = slot.value.load(Ordering::Relaxed);
             if v > TOMBSTONE {
                 let k = slot.key.load(Ordering::Relaxed);
@@ -219,7 +293,7 @@ impl HashIndex {
             let _w = shard.writer.lock();
             // SAFETY: under the shard lock the slot array cannot be replaced.
             let slots = unsafe { &*shard.slots.load(Ordering::Acquire) };
-            for slot in slots.slots.iter() {
+            for slot in slots.all() {
                 let v = slot.value.load(Ordering::Acquire);
                 if v > TOMBSTONE {
                     f(slot.key.load(Ordering::Relaxed), v);
@@ -295,6 +369,26 @@ mod tests {
             seen += 1;
         });
         assert_eq!(seen, model.len());
+    }
+
+    #[test]
+    fn large_shards_grow_into_mapped_and_prepared_arrays() {
+        let idx = HashIndex::with_capacity(1);
+        let guard = crossbeam_epoch::pin();
+        let n = 1_500_000u64;
+        for k in 0..n {
+            idx.upsert_with(k, &guard, |cur| {
+                assert!(cur.is_none());
+                (Some(k as usize * 8 + 8), ())
+            });
+            if k % 100_000 == 0 {
+                // Give the background thread a chance to prepare the next arrays.
+                std::thread::yield_now();
+            }
+        }
+        assert_eq!(idx.len(), n as usize);
+        assert!(idx.memory_bytes() >= SHARDS * MAPPED_BYTES);
+        assert!((0..n).all(|k| idx.get(k, &guard) == Some(k as usize * 8 + 8)));
     }
 
     #[test]

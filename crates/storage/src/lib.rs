@@ -9,10 +9,13 @@
 #[cfg(target_endian = "big")]
 compile_error!("phasedb stores rows as little-endian words");
 
+mod arena;
 mod hash_index;
 mod key;
+mod mapping;
 pub mod ordered;
 mod ordered_index;
+mod prefault;
 mod prefetch;
 mod record;
 mod row;
@@ -25,5 +28,7 @@ pub use key::CompositeKey;
 pub use ordered_index::OrderedIndex;
 pub use record::{RecordLayout, RecordPtr};
 pub use row::{RowBuf, RowView, Value, merge_columns};
-pub use schema::{Column, ColumnId, ColumnType, Group, Schema, SchemaBuilder, SchemaError};
+pub use schema::{
+    Column, ColumnId, ColumnType, Group, Schema, SchemaBuilder, SchemaError, WordSpan,
+};
 pub use table::{InsertOutcome, Table, TableId, TableSpec};

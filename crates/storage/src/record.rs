@@ -1,9 +1,10 @@
-use std::alloc::{Layout, alloc, dealloc};
+use std::alloc::Layout;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::row::column_word_mask;
+use crate::arena::RecordArena;
+use crate::row::for_column_words;
 use crate::schema::Schema;
 
 /// Where the parts of a record sit in its allocation: for each column group its metadata `M`
@@ -70,6 +71,11 @@ impl RecordLayout {
         self.layout.size()
     }
 
+    /// Alignment of a record.
+    pub fn align(&self) -> usize {
+        self.layout.align()
+    }
+
     /// The group holding row word `w`.
     #[inline]
     fn group_of(&self, w: usize) -> usize {
@@ -111,19 +117,17 @@ unsafe impl<M: Sync> Send for RecordPtr<M> {}
 unsafe impl<M: Sync> Sync for RecordPtr<M> {}
 
 impl<M> RecordPtr<M> {
-    /// Allocates a record with metadata from `meta(group)` and row image `row` (zero if `None`).
+    /// Allocates a record from `arena` (whose slots fit `layout`) with metadata from `meta(group)`
+    /// and row image `row` (zero if `None`).
     pub(crate) fn allocate(
         layout: &RecordLayout,
+        arena: &RecordArena,
         mut meta: impl FnMut(usize) -> M,
         row: Option<&[u64]>,
     ) -> RecordPtr<M> {
-        // SAFETY: the layout has non-zero size (every group has its metadata); every part is
-        // initialised before the pointer is returned.
+        // SAFETY: the slot fits the layout; every part is initialised before the pointer is returned.
         unsafe {
-            let raw = alloc(layout.layout);
-            let Some(ptr) = NonNull::new(raw) else {
-                std::alloc::handle_alloc_error(layout.layout)
-            };
+            let ptr = arena.alloc();
             for g in 0..layout.groups {
                 ptr.as_ptr()
                     .add(layout.meta_offset[g] as usize)
@@ -146,18 +150,17 @@ impl<M> RecordPtr<M> {
         }
     }
 
-    /// Drops the metadata and frees the record.
+    /// Drops the metadata; the caller returns the memory to its arena (or drops the arena).
     ///
     /// # Safety
     /// No one may use the record afterwards: it is unlinked and every guard that could see it is gone.
-    pub(crate) unsafe fn free(self, layout: &RecordLayout) {
+    pub(crate) unsafe fn drop_meta(self, layout: &RecordLayout) {
         // SAFETY: the caller guarantees exclusive ownership; the metas were initialised in `allocate`.
         unsafe {
             for g in 0..layout.groups {
                 let meta = self.ptr.as_ptr().add(layout.meta_offset[g] as usize);
                 std::ptr::drop_in_place(meta.cast::<M>());
             }
-            dealloc(self.ptr.as_ptr(), layout.layout);
         }
     }
 
@@ -230,11 +233,55 @@ impl<M> RecordPtr<M> {
         }
     }
 
+    /// Starts loading into the cache the lines a read of the columns in `cols` touches: each
+    /// involved group's metadata and the words of those columns, skipping the lines between.
+    #[inline]
+    pub fn prefetch_columns(&self, layout: &RecordLayout, schema: &Schema, cols: u64) {
+        let base = self.ptr.as_ptr() as usize;
+        let mut last_line = usize::MAX;
+        let mut line = |addr: usize| {
+            let l = addr & !63;
+            if l != last_line {
+                crate::prefetch::line(l as *const u8);
+                last_line = l;
+            }
+        };
+        let mut m = cols & schema.all_columns();
+        let mut group = usize::MAX;
+        while m != 0 {
+            let c = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let g = schema.column(c).group;
+            if g != group {
+                group = g;
+                line(base + layout.meta_offset[g] as usize);
+            }
+            let span = schema.span(c);
+            let data = base + layout.data_offset[g] as usize - layout.first_word[g] as usize * 8;
+            let mut addr = (data + span.first * 8) & !63;
+            while addr <= data + span.last * 8 {
+                line(addr);
+                addr += 64;
+            }
+        }
+    }
+
     /// Copies the row words of group `g` into `out` (exactly as long) with relaxed loads; torn copies
     /// as in [`RecordPtr::copy_words`].
     #[inline]
     pub fn copy_group(&self, layout: &RecordLayout, g: usize, out: &mut [u64]) {
         for (o, x) in out.iter_mut().zip(self.group_words(layout, g)) {
+            *o = x.load(Ordering::Relaxed);
+        }
+    }
+
+    /// Copies the row words `first..first + out.len()`, all in group `g`, into `out` with relaxed
+    /// loads; torn copies as in [`RecordPtr::copy_words`].
+    #[inline]
+    pub fn copy_part(&self, layout: &RecordLayout, g: usize, first: usize, out: &mut [u64]) {
+        let from = first - layout.first_word[g] as usize;
+        let words = &self.group_words(layout, g)[from..from + out.len()];
+        for (o, x) in out.iter_mut().zip(words) {
             *o = x.load(Ordering::Relaxed);
         }
     }
@@ -285,13 +332,15 @@ impl<M> RecordPtr<M> {
             while m != 0 {
                 let c = m.trailing_zeros() as usize;
                 m &= m - 1;
-                let (first, last) = schema.column(c).word_span();
-                for w in first..=last {
+                for_column_words(schema, c, |w, mask| {
                     let word = &words[w - group.word];
-                    let mask = column_word_mask(schema, c, w);
-                    let old = word.load(Ordering::Relaxed);
-                    word.store((old & !mask) | (src[w] & mask), Ordering::Relaxed);
-                }
+                    let v = if mask == u64::MAX {
+                        src[w]
+                    } else {
+                        (word.load(Ordering::Relaxed) & !mask) | (src[w] & mask)
+                    };
+                    word.store(v, Ordering::Relaxed);
+                });
             }
         }
     }
@@ -320,7 +369,8 @@ mod tests {
         }
         assert!(l.meta_offset[1] as usize >= l.data_offset[0] as usize + 8);
         let row: Vec<u64> = (10..10 + s.row_words() as u64).collect();
-        let r = RecordPtr::<u64>::allocate(&l, |g| 100 + g as u64, Some(&row));
+        let arena = RecordArena::new(l.size(), l.align());
+        let r = RecordPtr::<u64>::allocate(&l, &arena, |g| 100 + g as u64, Some(&row));
         for (g, group) in s.groups().iter().enumerate() {
             assert_eq!(*r.meta(&l, g), 100 + g as u64);
             let words: Vec<u64> = r
@@ -342,7 +392,7 @@ mod tests {
         assert_eq!(r.word(&l, s.row_words() - 1).load(Ordering::Relaxed), 99);
         assert_eq!(r.word(&l, 0).load(Ordering::Relaxed), row[0]);
         // SAFETY: the record was never shared.
-        unsafe { r.free(&l) };
+        unsafe { r.drop_meta(&l) };
     }
 
     fn words(n: usize, groups: usize) -> Schema {
@@ -364,9 +414,11 @@ mod tests {
         // 8 + 8 × 8 = 72 B: rounding to 128 would waste 56 B, so it stays packed.
         let l = RecordLayout::of::<u64>(&words(8, 1));
         assert_eq!((l.size(), l.layout.align()), (72, 8));
-        let r = RecordPtr::<u64>::allocate(&RecordLayout::of::<u64>(&words(14, 2)), |_| 0, None);
+        let l = RecordLayout::of::<u64>(&words(14, 2));
+        let arena = RecordArena::new(l.size(), l.align());
+        let r = RecordPtr::<u64>::allocate(&l, &arena, |_| 0, None);
         assert_eq!(r.addr() % 64, 0);
         // SAFETY: the record was never shared.
-        unsafe { r.free(&RecordLayout::of::<u64>(&words(14, 2))) };
+        unsafe { r.drop_meta(&l) };
     }
 }

@@ -19,15 +19,17 @@ fn bytes_mut(words: &mut [u64]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), words.len() * 8) }
 }
 
-/// Bit mask over a row word selecting the bytes of column `c` that fall in word `w`.
-pub(crate) fn column_word_mask(schema: &Schema, c: ColumnId, w: usize) -> u64 {
-    let col = schema.column(c);
-    let lo = col.offset.max(w * 8) - w * 8;
-    let hi = (col.offset + col.ty.width()).min(w * 8 + 8) - w * 8;
-    if hi - lo == 8 {
-        u64::MAX
-    } else {
-        ((1u64 << ((hi - lo) * 8)) - 1) << (lo * 8)
+/// Calls `f(w, mask)` for every row word `w` that column `c` occupies, with the bits of its bytes
+/// in that word.
+#[inline]
+pub(crate) fn for_column_words(schema: &Schema, c: ColumnId, mut f: impl FnMut(usize, u64)) {
+    let s = schema.span(c);
+    f(s.first, s.first_mask);
+    if s.last > s.first {
+        for w in s.first + 1..s.last {
+            f(w, u64::MAX);
+        }
+        f(s.last, s.last_mask);
     }
 }
 
@@ -37,11 +39,9 @@ pub fn merge_columns(schema: &Schema, columns: u64, src: &[u64], dst: &mut [u64]
     while m != 0 {
         let c = m.trailing_zeros() as usize;
         m &= m - 1;
-        let (first, last) = schema.column(c).word_span();
-        for w in first..=last {
-            let mask = column_word_mask(schema, c, w);
+        for_column_words(schema, c, |w, mask| {
             dst[w] = (dst[w] & !mask) | (src[w] & mask);
-        }
+        });
     }
 }
 

@@ -54,6 +54,39 @@ impl Column {
     }
 }
 
+/// Where a column lies in the row words: its first and last word and, in each, the bits of its
+/// bytes (when both are one word, `first_mask` holds the column's bits in it). Words between the two
+/// belong to the column entirely.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WordSpan {
+    pub first: usize,
+    pub last: usize,
+    pub first_mask: u64,
+    pub last_mask: u64,
+}
+
+impl WordSpan {
+    /// The span of `width` bytes at byte offset `offset`.
+    fn of(offset: usize, width: usize) -> WordSpan {
+        let (first, last) = (offset / 8, (offset + width - 1) / 8);
+        let mask = |w: usize| {
+            let lo = offset.max(w * 8) - w * 8;
+            let hi = (offset + width).min(w * 8 + 8) - w * 8;
+            if hi - lo == 8 {
+                u64::MAX
+            } else {
+                ((1u64 << ((hi - lo) * 8)) - 1) << (lo * 8)
+            }
+        };
+        WordSpan {
+            first,
+            last,
+            first_mask: mask(first),
+            last_mask: mask(last),
+        }
+    }
+}
+
 /// A column group: a word-aligned, contiguous run of the row that carries its own metadata.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Group {
@@ -86,6 +119,7 @@ pub enum SchemaError {
 #[derive(Clone, Debug)]
 pub struct Schema {
     columns: Vec<Column>,
+    spans: Vec<WordSpan>,
     groups: Vec<Group>,
     row_words: usize,
 }
@@ -107,6 +141,12 @@ impl Schema {
     /// The column with id `c`.
     pub fn column(&self, c: ColumnId) -> &Column {
         &self.columns[c]
+    }
+
+    /// The row words column `c` occupies.
+    #[inline]
+    pub fn span(&self, c: ColumnId) -> &WordSpan {
+        &self.spans[c]
     }
 
     /// Finds a column by name.
@@ -225,6 +265,10 @@ impl SchemaBuilder {
             word += words;
         }
         Ok(Schema {
+            spans: columns
+                .iter()
+                .map(|c| WordSpan::of(c.offset, c.ty.width()))
+                .collect(),
             columns,
             groups,
             row_words: word,

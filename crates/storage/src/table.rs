@@ -1,5 +1,6 @@
 use crossbeam_epoch::Guard;
 
+use crate::arena::RecordArena;
 use crate::hash_index::HashIndex;
 use crate::ordered_index::OrderedIndex;
 use crate::record::{RecordLayout, RecordPtr};
@@ -54,6 +55,7 @@ pub struct Table<M> {
     name: String,
     schema: Schema,
     layout: RecordLayout,
+    arena: RecordArena,
     hash: HashIndex,
     ordered: Option<OrderedIndex>,
     _meta: std::marker::PhantomData<M>,
@@ -66,9 +68,11 @@ unsafe impl<M: Send + Sync> Sync for Table<M> {}
 impl<M: Send + Sync> Table<M> {
     /// An empty table.
     pub fn new(id: TableId, spec: TableSpec) -> Table<M> {
+        let layout = RecordLayout::of::<M>(&spec.schema);
         Table {
             id,
-            layout: RecordLayout::of::<M>(&spec.schema),
+            arena: RecordArena::new(layout.size(), layout.align()),
+            layout,
             hash: HashIndex::with_capacity(spec.capacity),
             ordered: spec.ordered.then(OrderedIndex::default),
             name: spec.name,
@@ -126,6 +130,15 @@ impl<M: Send + Sync> Table<M> {
         }
     }
 
+    /// Looks `key` up and starts loading into the cache the lines of its record that a read of the
+    /// columns in `cols` touches (second step of a batched lookup).
+    #[inline]
+    pub fn prefetch_record_columns(&self, key: u64, guard: &Guard, cols: u64) {
+        if let Some(rec) = self.get(key, guard) {
+            rec.prefetch_columns(&self.layout, &self.schema, cols);
+        }
+    }
+
     /// Links a new record under `key` unless one is linked already. `meta` gives each group's initial
     /// metadata, `row` the initial image (zeros if `None`).
     pub fn insert_with(
@@ -142,9 +155,9 @@ impl<M: Send + Sync> Table<M> {
                 InsertOutcome::Exists(unsafe { RecordPtr::from_addr(addr) }),
             ),
             None => {
-                let rec = RecordPtr::allocate(&self.layout, meta, row);
+                let rec = RecordPtr::allocate(&self.layout, &self.arena, meta, row);
                 if let Some(ordered) = &self.ordered {
-                    let fresh = ordered.insert(key, rec.addr());
+                    let fresh = ordered.insert(key, rec.addr(), guard);
                     debug_assert!(
                         fresh,
                         "ordered index agrees with the hash index under the shard lock"
@@ -175,16 +188,22 @@ impl<M: Send + Sync> Table<M> {
             || decide(rec()),
             || {
                 if let Some(ordered) = &self.ordered {
-                    ordered.remove(key, addr);
+                    ordered.remove(key, addr, guard);
                 }
             },
         );
         if removed {
-            let layout = self.layout;
+            let (layout, arena) = (self.layout, self.arena.handle());
             let rec = rec();
             // SAFETY: the record is unreachable from the indexes; guards pinned earlier may still read
-            // it, and the deferred free runs only after they are all dropped.
-            unsafe { guard.defer_unchecked(move || rec.free(&layout)) };
+            // it, and the deferred free runs only after they are all dropped. The handle keeps the
+            // arena's memory mapped until then.
+            unsafe {
+                guard.defer_unchecked(move || {
+                    rec.drop_meta(&layout);
+                    arena.free(rec.addr());
+                })
+            };
         }
         removed
     }
@@ -195,15 +214,15 @@ impl<M: Send + Sync> Table<M> {
         &self,
         lo: u64,
         hi: u64,
-        _guard: &Guard,
+        guard: &Guard,
         mut f: impl FnMut(u64, RecordPtr<M>) -> bool,
     ) {
         let ordered = self
             .ordered
             .as_ref()
             .unwrap_or_else(|| panic!("table `{}` has no ordered index", self.name));
-        // SAFETY: the index holds addresses of linked records, kept alive by `_guard`.
-        ordered.scan(lo, hi, |key, addr| {
+        // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
+        ordered.scan(lo, hi, guard, |key, addr| {
             f(key, unsafe { RecordPtr::from_addr(addr) })
         });
     }
@@ -237,8 +256,9 @@ impl<M> Drop for Table<M> {
         let guard = crossbeam_epoch::pin();
         let layout = self.layout;
         self.hash.for_each(&guard, |_, addr| {
-            // SAFETY: the table is being dropped, so nobody else can reach its linked records.
-            unsafe { RecordPtr::<M>::from_addr(addr).free(&layout) }
+            // SAFETY: the table is being dropped, so nobody else can reach its linked records; their
+            // memory goes with the arena.
+            unsafe { RecordPtr::<M>::from_addr(addr).drop_meta(&layout) }
         });
     }
 }

@@ -115,6 +115,7 @@ fn abort_with(st: &mut TxState<AdaptiveMeta>, db: &Database<Adaptive>, e: TxErro
 
 impl Protocol for Adaptive {
     const NAME: &'static str = "adaptive";
+    const PARTIAL_READS: bool = true;
     type Shared = ();
     type Meta = AdaptiveMeta;
 
@@ -152,7 +153,7 @@ impl Protocol for Adaptive {
             }
             let word = m.word.0.load(Ordering::Acquire);
             if word & ABSENT == 0 {
-                rec.copy_group(layout, g, &mut st.row[first..first + words]);
+                rec.copy_part(layout, g, first, &mut st.row[first..first + words]);
             }
             st.last_extra = LOCKED_READ;
             return Ok(word);
@@ -161,7 +162,7 @@ impl Protocol for Adaptive {
         let out = &mut st.row[first..first + words];
         m.word.read_stable(|word| {
             if word & ABSENT == 0 {
-                rec.copy_group(layout, g, out);
+                rec.copy_part(layout, g, first, out);
             }
         })
     }

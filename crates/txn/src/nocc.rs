@@ -14,6 +14,7 @@ pub struct NoCc;
 
 impl Protocol for NoCc {
     const NAME: &'static str = "nocc";
+    const PARTIAL_READS: bool = true;
     type Shared = ();
     type Meta = TidWord;
 
@@ -35,7 +36,7 @@ impl Protocol for NoCc {
     ) -> TxResult<u64> {
         let word = rec.meta(layout, g).load();
         if word & ABSENT == 0 {
-            rec.copy_group(layout, g, &mut st.row[first..first + words]);
+            rec.copy_part(layout, g, first, &mut st.row[first..first + words]);
         }
         Ok(word & (TID_MASK | ABSENT))
     }

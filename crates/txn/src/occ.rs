@@ -16,6 +16,7 @@ pub struct Occ;
 
 impl Protocol for Occ {
     const NAME: &'static str = "occ";
+    const PARTIAL_READS: bool = true;
     type Shared = ();
     type Meta = TidWord;
 
@@ -39,7 +40,7 @@ impl Protocol for Occ {
         let out = &mut st.row[first..first + words];
         meta.read_stable(|word| {
             if word & ABSENT == 0 {
-                rec.copy_group(layout, g, out);
+                rec.copy_part(layout, g, first, out);
             }
         })
     }

@@ -31,6 +31,11 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     /// Metadata holding the TID word `word` (see [`crate::tid`]) for a new record or placeholder.
     fn new_meta(word: u64) -> Self::Meta;
 
+    /// Whether `read_group` may be asked for a part of a group (the words of the columns read), and
+    /// copies just row words `first..first + words` then (see [`RecordPtr::copy_part`]). Otherwise
+    /// it is always asked for whole groups.
+    const PARTIAL_READS: bool = false;
+
     /// Copies group `g` of `rec` (its row words `first..first + words`) into `tx.row` consistently,
     /// with whatever the protocol needs (a lock, a version), and returns the TID word observed. A group
     /// whose word is absent need not be copied.

@@ -118,6 +118,9 @@ pub struct TxState<M> {
     pub slot: usize,
     /// Set by a protocol's `read_group` for the read being registered (TicToc: the read timestamp).
     pub last_extra: u64,
+    /// The row last read by a point read that registered its group 0 (so its existence), as
+    /// (table, key, record): an update of that row right after needs no second lookup.
+    pub last_read: Option<(TableId, u64, RecordPtr<M>)>,
     /// The id of the worker running the transaction: the core id of ordered tuples it writes.
     pub worker: u32,
     /// A column's bytes during a splittable operation's read-modify-write.
@@ -188,6 +191,7 @@ impl<M> TxState<M> {
             ts: 0,
             slot: 0,
             last_extra: 0,
+            last_read: None,
             worker: 0,
             scratch: Vec::with_capacity(64),
             phase: 0,
@@ -205,6 +209,7 @@ impl<M> TxState<M> {
         self.writes.clear();
         self.images.clear();
         self.write_filter = 0;
+        self.last_read = None;
         self.misses.clear();
         self.scans.clear();
         self.scan_seen.clear();

@@ -70,6 +70,7 @@ fn release_write_locks(st: &mut TxState<SwissMeta>, db: &Database<SwissTm>) {
 
 impl Protocol for SwissTm {
     const NAME: &'static str = "swisstm";
+    const PARTIAL_READS: bool = true;
     type Shared = ();
     const USES_AGE: bool = true;
     type Meta = SwissMeta;
@@ -98,7 +99,7 @@ impl Protocol for SwissTm {
         let out = &mut st.row[first..first + words];
         m.word.read_stable(|word| {
             if word & ABSENT == 0 {
-                rec.copy_group(layout, g, out);
+                rec.copy_part(layout, g, first, out);
             }
         })
     }

@@ -46,6 +46,7 @@ fn conflict<T>(c: Conflict) -> TxResult<T> {
 
 impl Protocol for TicToc {
     const NAME: &'static str = "tictoc";
+    const PARTIAL_READS: bool = true;
     type Shared = ();
     type Meta = TicTocMeta;
 
@@ -74,7 +75,7 @@ impl Protocol for TicToc {
         let word = m.word.read_stable(|word| {
             rts = m.rts.load(Ordering::Acquire);
             if word & ABSENT == 0 {
-                rec.copy_group(layout, g, out);
+                rec.copy_part(layout, g, first, out);
             }
         })?;
         st.last_extra = rts.max(tid(word));

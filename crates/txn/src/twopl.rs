@@ -146,6 +146,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
         WAIT_DIE => "2pl-waitdie",
         _ => "2pl",
     };
+    const PARTIAL_READS: bool = true;
     type Shared = ();
     const USES_AGE: bool = true;
     const READS_LOCK: bool = true;
@@ -174,7 +175,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
         let m = rec.meta(layout, g);
         let out = |st: &mut TxState<LockMeta>, word: u64| {
             if word & ABSENT == 0 {
-                rec.copy_group(layout, g, &mut st.row[first..first + words]);
+                rec.copy_part(layout, g, first, &mut st.row[first..first + words]);
             }
         };
         if holds_exclusive(st, rec, g as u8) || holds_shared(st, rec, g as u8) {

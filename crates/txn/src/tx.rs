@@ -175,8 +175,13 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 WriteKind::Update | WriteKind::Insert => Some(w),
             });
         }
-        let Some(rec) = self.present_record(t, key)? else {
-            return Ok(None);
+        let rec = match self.st.last_read.take() {
+            // Just read, existence included, and registered: no need to look it up again.
+            Some((lt, lk, rec)) if lt == t && lk == key => rec,
+            _ => match self.present_record(t, key)? {
+                Some(rec) => rec,
+                None => return Ok(None),
+            },
         };
         Ok(Some(self.push_write(t, key, Some(rec), WriteKind::Update)))
     }
@@ -314,6 +319,28 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         }
     }
 
+    /// Like [`Tx::prefetch`], for a transaction that will read only the columns in `cols` (a mask, see
+    /// [`columns`]) of those rows: only the cache lines holding them are loaded.
+    pub fn prefetch_columns(&self, t: TableId, keys: impl Iterator<Item = u64> + Clone, cols: u64) {
+        let table = self.table(t);
+        for k in keys.clone() {
+            table.prefetch_slot(k, self.guard);
+        }
+        for k in keys {
+            table.prefetch_record_columns(k, self.guard, cols);
+        }
+    }
+
+    /// Hints that the transaction will look up rows `keys` of table `t`: issues cache prefetches of
+    /// their index slots only, so that a [`Tx::prefetch`] of several tables issued after finds its
+    /// slots arriving. Changes nothing and registers nothing.
+    pub fn prefetch_index(&self, t: TableId, keys: impl Iterator<Item = u64>) {
+        let table = self.table(t);
+        for k in keys {
+            table.prefetch_slot(k, self.guard);
+        }
+    }
+
     /// Reads every column of the row `key` of table `t`; `None` if it does not exist.
     #[inline]
     pub fn get(&mut self, t: TableId, key: u64) -> TxResult<Option<RowView<'_>>> {
@@ -353,8 +380,12 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             });
             return Ok(None);
         };
-        if !self.read_record(t, key, rec, schema.groups_of(cols))? {
+        let groups = schema.groups_of(cols);
+        if !self.read_record(t, key, rec, groups, cols)? {
             return Ok(None);
+        }
+        if groups & 1 != 0 {
+            self.st.last_read = Some((t, key, rec));
         }
         if let Some(w) = own {
             crate::commute::resolve_on_read(self.st, schema, w, cols);
@@ -371,22 +402,29 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
     }
 
     /// Reads the groups in `groups` of `rec` into the row buffer and registers them; false if absent.
+    /// Where the protocol allows, only the words of the columns in `cols` are copied.
     fn read_record(
         &mut self,
         t: TableId,
         key: u64,
         rec: RecordPtr<P::Meta>,
         groups: u32,
+        cols: u64,
     ) -> TxResult<bool> {
         let table = self.table(t);
         let layout = table.layout();
+        let schema = table.schema();
         let mut m = groups;
         while m != 0 {
             let g = m.trailing_zeros() as usize;
             m &= m - 1;
-            let group = table.schema().groups()[g];
-            let observed =
-                P::read_group(self.st, self.db, t, rec, layout, g, group.word, group.words)?;
+            let group = schema.groups()[g];
+            let (first, words) = if P::PARTIAL_READS {
+                words_of(schema, &group, cols)
+            } else {
+                (group.word, group.words)
+            };
+            let observed = P::read_group(self.st, self.db, t, rec, layout, g, first, words)?;
             self.st.reads.push(ReadEntry {
                 table: t,
                 group: g as u8,
@@ -631,7 +669,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 st: &mut *st,
                 guard,
             })
-            .read_record(t, key, rec, groups)
+            .read_record(t, key, rec, groups, u64::MAX)
             {
                 Err(e) => {
                     failure = Some(e);
@@ -681,6 +719,20 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         self.st.pending_inserts = pending;
         Ok(visited)
     }
+}
+
+/// The row words `(first, count)` of group `group` that hold the columns of `cols` in it: the whole
+/// group when it reads all of them. A group packs its columns in id order, so the lowest and highest
+/// ids bound the words.
+#[inline]
+fn words_of(schema: &Schema, group: &phasedb_storage::Group, cols: u64) -> (usize, usize) {
+    let m = cols & group.columns;
+    if m == group.columns {
+        return (group.word, group.words);
+    }
+    let first = schema.span(m.trailing_zeros() as usize).first;
+    let last = schema.span(63 - m.leading_zeros() as usize).last;
+    (first, last + 1 - first)
 }
 
 /// Walks a scan's pending own inserts in key order, merging them with the rows of the index.

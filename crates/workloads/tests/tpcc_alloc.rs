@@ -1,8 +1,8 @@
 //! The hot-path rule for TPC-C: in steady state the workload's own code — generating a transaction's
 //! input and running its procedure body, `Tx` calls included — allocates nothing. The engine's commit
-//! still allocates one record per inserted row (plus ordered-index nodes and epoch garbage bags, a
-//! fraction per insert), so the whole transaction is bounded rather than zero; see the report printed
-//! with `--nocapture`.
+//! takes inserted records from the tables' arenas, not the allocator, but still allocates
+//! ordered-index nodes and epoch garbage bags (about 0.3 per inserted row), so the whole transaction
+//! is bounded rather than zero; see the report printed with `--nocapture`.
 //!
 //! `PHASEDB_ALLOC_TRACE=1` prints a backtrace of the first few allocations counted inside the
 //! workload's code. `PHASEDB_SEED=<seed>` changes the seed.

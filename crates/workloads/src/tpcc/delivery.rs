@@ -44,6 +44,9 @@ impl Input {
     }
 }
 
+/// The customer columns a Delivery reads and updates.
+const CUSTOMER_COLUMNS: u64 = 1 << customer::C_BALANCE | 1 << customer::C_DELIVERY_CNT;
+
 /// Runs a Delivery.
 pub fn run<P: Protocol>(tx: &mut Tx<'_, '_, P>, t: &Tables, input: &Input) -> TxResult<Output> {
     let w = input.w_id;
@@ -73,6 +76,12 @@ pub fn run<P: Protocol>(tx: &mut Tx<'_, '_, P>, t: &Tables, input: &Input) -> Tx
             tx.update(t.order, key, |r| r.set_u64(O_CARRIER_ID, input.carrier_id))?;
             (c_id, ol_cnt)
         };
+        // The lines and the customer are cold: start loading them all at once.
+        let lines = (1..=ol_cnt).map(|ol| order_line_key(w, d, o_id, ol));
+        let customer = std::iter::once(customer_key(w, d, c_id));
+        tx.prefetch_index(t.customer, customer.clone());
+        tx.prefetch(t.order_line, lines);
+        tx.prefetch_columns(t.customer, customer, CUSTOMER_COLUMNS);
         let mut amount = 0;
         for ol in 1..=ol_cnt {
             use order_line::*;
@@ -89,7 +98,7 @@ pub fn run<P: Protocol>(tx: &mut Tx<'_, '_, P>, t: &Tables, input: &Input) -> Tx
             use customer::*;
             let key = customer_key(w, d, c_id);
             let row = tx
-                .get_columns(t.customer, key, columns(&[C_BALANCE, C_DELIVERY_CNT]))?
+                .get_columns(t.customer, key, CUSTOMER_COLUMNS)?
                 .ok_or(missing("customer"))?;
             let (balance, count) = (row.i64(C_BALANCE), row.u64(C_DELIVERY_CNT));
             tx.update(t.customer, key, |r| {

@@ -66,15 +66,35 @@ pub struct Output {
     pub brand_lines: u32,
 }
 
+/// The item columns a New-Order reads.
+const ITEM_COLUMNS: u64 = 1 << item::I_PRICE | 1 << item::I_NAME | 1 << item::I_DATA;
+
+/// The customer columns a New-Order reads.
+const CUSTOMER_COLUMNS: u64 =
+    1 << customer::C_DISCOUNT | 1 << customer::C_LAST | 1 << customer::C_CREDIT;
+
+/// The stock columns a New-Order of district `d` reads.
+fn stock_columns(d: u32) -> u64 {
+    use stock::*;
+    columns(&[S_QUANTITY, S_YTD, S_ORDER_CNT, S_REMOTE_CNT, S_DATA])
+        | 1 << (S_DIST_01 + d as usize - 1)
+}
+
 /// Runs a New-Order; an unused item id aborts it by the procedure's choice (a user abort).
 pub fn run<P: Protocol>(tx: &mut Tx<'_, '_, P>, t: &Tables, input: &Input) -> TxResult<Output> {
     let (w, d) = (input.w_id, input.d_id);
     let lines = &input.lines[..input.ol_cnt];
-    tx.prefetch(t.item, lines.iter().map(|l| item_key(l.i_id)));
-    tx.prefetch(
-        t.stock,
-        lines.iter().map(|l| stock_key(l.supply_w_id, l.i_id)),
-    );
+    let items = lines.iter().map(|l| item_key(l.i_id));
+    let stocks = lines.iter().map(|l| stock_key(l.supply_w_id, l.i_id));
+    let customer = std::iter::once(customer_key(w, d, input.c_id));
+    // Index slots of every table first, then the records, so that the slots are on their way by
+    // the time the record pass looks them up.
+    tx.prefetch_index(t.item, items.clone());
+    tx.prefetch_index(t.stock, stocks.clone());
+    tx.prefetch_index(t.customer, customer.clone());
+    tx.prefetch_columns(t.item, items, ITEM_COLUMNS);
+    tx.prefetch_columns(t.stock, stocks, stock_columns(d));
+    tx.prefetch_columns(t.customer, customer, CUSTOMER_COLUMNS);
     let w_tax = {
         use warehouse::*;
         tx.get_columns(t.warehouse, warehouse_key(w), columns(&[W_TAX]))?
@@ -91,25 +111,22 @@ pub fn run<P: Protocol>(tx: &mut Tx<'_, '_, P>, t: &Tables, input: &Input) -> Tx
         tx.update(t.district, key, |r| r.set_u64(D_NEXT_O_ID, o_id + 1))?;
         (d_tax, o_id as u32)
     };
-    // The new rows' index slots are cold: start loading them all at once.
-    tx.prefetch(t.order, std::iter::once(order_key(w, d, o_id)));
-    tx.prefetch(t.new_order, std::iter::once(order_key(w, d, o_id)));
-    tx.prefetch(
+    // The new rows' index slots are cold: start loading them all at once (there are no records to
+    // load yet).
+    tx.prefetch_index(t.order, std::iter::once(order_key(w, d, o_id)));
+    tx.prefetch_index(t.new_order, std::iter::once(order_key(w, d, o_id)));
+    tx.prefetch_index(
         t.order_customer,
         std::iter::once(order_customer_key(w, d, input.c_id, o_id)),
     );
-    tx.prefetch(
+    tx.prefetch_index(
         t.order_line,
         (1..=lines.len() as u32).map(|n| order_line_key(w, d, o_id, n)),
     );
     let c_discount = {
         use customer::*;
         let row = tx
-            .get_columns(
-                t.customer,
-                customer_key(w, d, input.c_id),
-                columns(&[C_DISCOUNT, C_LAST, C_CREDIT]),
-            )?
+            .get_columns(t.customer, customer_key(w, d, input.c_id), CUSTOMER_COLUMNS)?
             .ok_or(missing("customer"))?;
         row.i64(C_DISCOUNT)
     };
@@ -137,8 +154,7 @@ pub fn run<P: Protocol>(tx: &mut Tx<'_, '_, P>, t: &Tables, input: &Input) -> Tx
     for (n, line) in lines.iter().enumerate() {
         let (i_price, i_original) = {
             use item::*;
-            let cols = columns(&[I_PRICE, I_NAME, I_DATA]);
-            match tx.get_columns(t.item, item_key(line.i_id), cols)? {
+            match tx.get_columns(t.item, item_key(line.i_id), ITEM_COLUMNS)? {
                 Some(row) => (row.i64(I_PRICE), is_original(row.bytes(I_DATA))),
                 // "Item number is not valid": the whole order rolls back.
                 None => return Err(tx.abort()),
@@ -148,9 +164,8 @@ pub fn run<P: Protocol>(tx: &mut Tx<'_, '_, P>, t: &Tables, input: &Input) -> Tx
             use stock::*;
             let key = stock_key(line.supply_w_id, line.i_id);
             let s_dist = S_DIST_01 + d as usize - 1;
-            let cols = columns(&[S_QUANTITY, S_YTD, S_ORDER_CNT, S_REMOTE_CNT, s_dist, S_DATA]);
             let row = tx
-                .get_columns(t.stock, key, cols)?
+                .get_columns(t.stock, key, stock_columns(d))?
                 .ok_or(missing("stock"))?;
             let quantity = row.u64(S_QUANTITY);
             let (ytd, order_cnt, remote_cnt) =

@@ -71,6 +71,27 @@ pub struct Output {
     pub bad_credit: bool,
 }
 
+/// The customer columns a Payment reads (and `C_DATA` for a customer with bad credit).
+const CUSTOMER_COLUMNS: u64 = {
+    use customer::*;
+    1 << C_FIRST
+        | 1 << C_MIDDLE
+        | 1 << C_LAST
+        | 1 << C_STREET_1
+        | 1 << C_STREET_2
+        | 1 << C_CITY
+        | 1 << C_STATE
+        | 1 << C_ZIP
+        | 1 << C_PHONE
+        | 1 << C_SINCE
+        | 1 << C_CREDIT
+        | 1 << C_CREDIT_LIM
+        | 1 << C_DISCOUNT
+        | 1 << C_BALANCE
+        | 1 << C_YTD_PAYMENT
+        | 1 << C_PAYMENT_CNT
+};
+
 /// Runs a Payment.
 pub fn run<P: Protocol>(
     tx: &mut Tx<'_, '_, P>,
@@ -80,6 +101,10 @@ pub fn run<P: Protocol>(
 ) -> TxResult<Output> {
     let (w, d) = (input.w_id, input.d_id);
     let amount = input.amount;
+    if let by::CustomerBy::Id(c) = input.customer {
+        let key = customer_key(input.c_w_id, input.c_d_id, c);
+        tx.prefetch_columns(t.customer, std::iter::once(key), CUSTOMER_COLUMNS);
+    }
     // H_DATA = W_NAME, four spaces, D_NAME.
     let mut h_data = [b' '; 24];
     let w_name_len = {
@@ -116,26 +141,8 @@ pub fn run<P: Protocol>(
     let (c_balance, bad_credit) = {
         use customer::*;
         let key = customer_key(c_w, c_d, c_id);
-        let cols = columns(&[
-            C_FIRST,
-            C_MIDDLE,
-            C_LAST,
-            C_STREET_1,
-            C_STREET_2,
-            C_CITY,
-            C_STATE,
-            C_ZIP,
-            C_PHONE,
-            C_SINCE,
-            C_CREDIT,
-            C_CREDIT_LIM,
-            C_DISCOUNT,
-            C_BALANCE,
-            C_YTD_PAYMENT,
-            C_PAYMENT_CNT,
-        ]);
         let row = tx
-            .get_columns(t.customer, key, cols)?
+            .get_columns(t.customer, key, CUSTOMER_COLUMNS)?
             .ok_or(missing("customer"))?;
         let bad_credit = row.bytes(C_CREDIT) == b"BC";
         let balance = row.i64(C_BALANCE) - amount;

@@ -46,29 +46,40 @@ pub fn run<P: Protocol>(
     items.clear();
     // The lines of the district's last 20 orders: each order's line count, then its lines by key.
     let orders = next_o_id.saturating_sub(20).max(1)..next_o_id;
-    tx.prefetch(t.order, orders.clone().map(|o| order_key(w, d, o)));
+    let (count_col, item_col) = (columns(&[order::O_OL_CNT]), columns(&[order_line::OL_I_ID]));
+    tx.prefetch_columns(
+        t.order,
+        orders.clone().map(|o| order_key(w, d, o)),
+        count_col,
+    );
     for o in orders {
         let ol_cnt = tx
-            .get_columns(t.order, order_key(w, d, o), columns(&[order::O_OL_CNT]))?
+            .get_columns(t.order, order_key(w, d, o), count_col)?
             .ok_or(missing("order"))?
             .u64(order::O_OL_CNT) as u32;
         let keys = (1..=ol_cnt).map(|ol| order_line_key(w, d, o, ol));
-        tx.prefetch(t.order_line, keys.clone());
+        tx.prefetch_columns(t.order_line, keys.clone(), item_col);
         for key in keys {
             let row = tx
-                .get_columns(t.order_line, key, columns(&[order_line::OL_I_ID]))?
+                .get_columns(t.order_line, key, item_col)?
                 .ok_or(missing("order line"))?;
             items.push(row.u64(order_line::OL_I_ID) as u32);
         }
     }
     items.sort_unstable();
     items.dedup();
-    tx.prefetch(t.stock, items.iter().map(|&i| stock_key(w, i)));
+    // Only `S_QUANTITY` is read: prefetching whole stock rows would load six times the lines.
+    let quantity_col = columns(&[stock::S_QUANTITY]);
+    tx.prefetch_columns(
+        t.stock,
+        items.iter().map(|&i| stock_key(w, i)),
+        quantity_col,
+    );
     let mut low = 0;
     for &i in items.iter() {
         use stock::*;
         let quantity = tx
-            .get_columns(t.stock, stock_key(w, i), columns(&[S_QUANTITY]))?
+            .get_columns(t.stock, stock_key(w, i), quantity_col)?
             .ok_or(missing("stock"))?
             .u64(S_QUANTITY);
         low += (quantity < input.threshold) as u32;
