@@ -183,6 +183,11 @@ fn apply_split(
     op: SplitOp<'_>,
     guard: &Guard,
 ) -> Option<TxResult<bool>> {
+    if st.find_write(t, key).is_some() {
+        // The row was looked up when it was written: the read-modify-write finds it there, and a
+        // split record is stashed when the write is locked at commit.
+        return None;
+    }
     let table = db.table(t);
     let rec = table.get(key, guard)?;
     let group = table.schema().column(col).group;
