@@ -127,6 +127,8 @@ fn start_split(
         });
         words += n;
     }
+    // SAFETY: as above.
+    unsafe { db.shared.directory.get_mut() }.rebuild(entries);
     let next = if entries.is_empty() {
         coord.stats.skipped_splits += 1;
         phases.next_word(JOINED)
@@ -311,6 +313,8 @@ fn reconcile_and_join(
     }
     coord.stats.hurried = db.shared.hurried.load(Ordering::Relaxed);
     entries.clear();
+    // SAFETY: as above.
+    unsafe { db.shared.directory.get_mut() }.clear();
     let stays_split = !coord.keep.is_empty() || !db.shared.manual.lock().is_empty();
     drop(coord_guard);
     let next = phases.next_word(JOINED);

@@ -10,6 +10,7 @@
 //! starts once all have.
 
 mod coordinator;
+mod directory;
 mod policy;
 mod reconcile;
 mod split;
@@ -84,13 +85,13 @@ impl Protocol for Doppel {
         key: u64,
         col: usize,
         op: SplitOp<'_>,
-        guard: &Guard,
+        _guard: &Guard,
     ) -> Option<TxResult<bool>> {
         if phase::kind(st.phase) != SPLIT_PHASE {
             st.split_candidates.push((t, key, col as u16, op.kind()));
             return None;
         }
-        apply_split(st, db, t, key, col, op, guard)
+        apply_split(st, db, t, key, col, op)
     }
 
     fn commit(st: &mut TxState<TidWord>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()> {
@@ -181,25 +182,19 @@ fn apply_split(
     key: u64,
     col: usize,
     op: SplitOp<'_>,
-    guard: &Guard,
 ) -> Option<TxResult<bool>> {
     if st.find_write(t, key).is_some() {
         // The row was looked up when it was written: the read-modify-write finds it there, and a
         // split record is stashed when the write is locked at commit.
         return None;
     }
-    let table = db.table(t);
-    let rec = table.get(key, guard)?;
-    let group = table.schema().column(col).group;
-    let word = rec.meta(table.layout(), group).load();
-    if word & SPLIT == 0 {
-        return None;
-    }
-    let index = (word & TID_MASK) as usize;
-    // SAFETY: entries change only at phase barriers, and this worker is in a split phase.
+    let group = db.table(t).schema().column(col).group as u16;
+    // SAFETY: the directory and entries change only at phase barriers, and this worker is in a
+    // split phase.
+    let index = unsafe { db.shared.directory() }.find(t, key, group)?;
     let entry = unsafe { &db.shared.entries()[index] };
     if entry.label.col as usize != col || entry.label.kind != op.kind() {
-        return Some(Err(stash(st, db, word, Some(op.kind()))));
+        return Some(Err(stash(st, db, SPLIT | index as u64, Some(op.kind()))));
     }
     let (arg, bytes) = match op {
         SplitOp::Add(a) | SplitOp::Max(a) | SplitOp::Min(a) | SplitOp::Mult(a) => (a, &[][..]),

@@ -158,6 +158,8 @@ pub(crate) struct CoordState {
 /// Doppel's database-wide state.
 pub struct DoppelShared {
     pub(crate) entries: PhaseCell<Vec<SplitEntry>>,
+    /// The entries by (table, key, group), for split-phase operations.
+    pub(crate) directory: CachePadded<PhaseCell<super::directory::Directory>>,
     pub(crate) slots: Box<[CachePadded<PhaseCell<SlotState>>]>,
     pub(crate) manual: Mutex<Vec<SplitLabel>>,
     pub(crate) coord: Mutex<CoordState>,
@@ -169,6 +171,7 @@ impl Default for DoppelShared {
     fn default() -> Self {
         DoppelShared {
             entries: PhaseCell::default(),
+            directory: Default::default(),
             slots: (0..MAX_WORKERS)
                 .map(|_| CachePadded::new(PhaseCell::default()))
                 .collect(),
@@ -187,6 +190,15 @@ impl DoppelShared {
     #[inline]
     pub(crate) unsafe fn entries(&self) -> &[SplitEntry] {
         unsafe { self.entries.get() }
+    }
+
+    /// The split entries' directory (in a split phase).
+    ///
+    /// # Safety
+    /// See [`PhaseCell`].
+    #[inline]
+    pub(crate) unsafe fn directory(&self) -> &super::directory::Directory {
+        unsafe { self.directory.get() }
     }
 
     /// A slot's state.
