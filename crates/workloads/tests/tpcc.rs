@@ -1,5 +1,5 @@
 //! TPC-C: the initial population matches the specification, the consistency conditions hold after
-//! load and after concurrent runs and the check catches a break of each of conditions 8-11, every
+//! load and after concurrent runs and the check catches a break of each of conditions 2, 4 and 8-11, every
 //! transaction type commits, NewOrder's invalid items roll back as user aborts, and a recorded run is
 //! serializable.
 //!
@@ -343,6 +343,30 @@ fn check_catches_condition_8() {
         ),
     ];
     breaks(&tpcc, &db, &both, "condition 8", &at);
+}
+
+/// Conditions 2 and 4, on the orders the check gathers by walking the table: D_NEXT_O_ID moved
+/// below the newest order, and one order's O_OL_CNT changed.
+#[test]
+fn check_catches_conditions_2_and_4() {
+    let (tpcc, db) = loaded_and_paid(TpccMix::Standard);
+    let t = *tpcc.tables();
+    let next = schema::district::D_NEXT_O_ID;
+    breaks(
+        &tpcc,
+        &db,
+        &[(t.district, schema::district_key(1, 3), next, -1)],
+        "condition 2",
+        &["in warehouse 1 district 3:", "max(O_ID) = 3000"],
+    );
+    let ol_cnt = schema::order::O_OL_CNT;
+    breaks(
+        &tpcc,
+        &db,
+        &[(t.order, schema::order_key(1, 4, 17), ol_cnt, 1)],
+        "condition 4",
+        &["in warehouse 1 district 4:"],
+    );
 }
 
 /// Condition 9 (D_YTD = sum(H_AMOUNT)): a history row moved to another district of its warehouse

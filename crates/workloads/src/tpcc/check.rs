@@ -1,7 +1,7 @@
 //! The consistency conditions of clause 3.3.2, read through transactions: all twelve, plus the
-//! agreement of the two secondary indexes with their tables. Order lines, which have no ordered index,
-//! and history rows, which have no key a check could range over, are gathered once by walking their
-//! tables (the check runs after the workload, with nothing running).
+//! agreement of the two secondary indexes with their tables. Orders and order lines, which have no
+//! ordered index, and history rows, which have no key a check could range over, are gathered once by
+//! walking their tables (the check runs after the workload, with nothing running).
 //!
 //! - 1: W_YTD = sum(D_YTD). 8: W_YTD = sum(H_AMOUNT) over the warehouse's history rows (H_W_ID).
 //!   9: D_YTD = sum(H_AMOUNT) over the district's history rows (H_W_ID, H_D_ID). Payment adds to
@@ -33,6 +33,15 @@ struct OrderInfo {
     carrier: u64,
     lines: u64,
     new_order: bool,
+}
+
+/// An order as the check needs it: its id, customer, line count and carrier (0: undelivered).
+#[derive(Clone, Copy)]
+struct Order {
+    o: u32,
+    c_id: u32,
+    ol_cnt: u64,
+    carrier: u64,
 }
 
 /// An order line as the check needs it: its order, amount and whether it was delivered.
@@ -114,12 +123,24 @@ pub fn check<P: Protocol>(
             delivered: row.u64(OL_DELIVERY_D) != 0,
         });
     });
+    let mut orders: HashMap<(u32, u32), Vec<Order>> = HashMap::new();
+    db.for_each_row_quiescent(t.order, |key, row| {
+        use order::*;
+        let (w, d, o, _) = order_line_of_key(key);
+        orders.entry((w, d)).or_default().push(Order {
+            o,
+            c_id: row.u64(O_C_ID) as u32,
+            ol_cnt: row.u64(O_OL_CNT),
+            carrier: row.u64(O_CARRIER_ID),
+        });
+    });
     if let Some((w, d)) = lines
         .keys()
+        .chain(orders.keys())
         .find(|(w, d)| !(1..=warehouses).contains(w) || !(1..=DISTRICTS).contains(d))
     {
         return Err(format!(
-            "an order line names warehouse {w} district {d}, which does not exist"
+            "an order or order line names warehouse {w} district {d}, which does not exist"
         ));
     }
     let payments = payments(db, t, warehouses)?;
@@ -131,6 +152,7 @@ pub fn check<P: Protocol>(
         for d in 1..=DISTRICTS {
             let i = district_index(w, d);
             let gathered = District {
+                orders: orders.get(&(w, d)).map_or(&[][..], Vec::as_slice),
                 lines: lines.get(&(w, d)).map_or(&[][..], Vec::as_slice),
                 paid: payments.district[i],
                 customers_paid: &payments.customer[i * per_d..(i + 1) * per_d],
@@ -145,6 +167,8 @@ pub fn check<P: Protocol>(
 
 /// What the check gathered outside transactions for one district.
 struct District<'a> {
+    /// Its orders.
+    orders: &'a [Order],
     /// Its order lines.
     lines: &'a [Line],
     /// sum(H_AMOUNT) of the history rows paid to it.
@@ -221,26 +245,21 @@ fn district<P: Protocol>(
     let (lo, hi) = (order_key(w, d, 0), order_key(w, d, u32::MAX));
     let mut max_o_id = 0;
     let mut beyond = None;
-    {
-        use order::*;
-        let cols = columns(&[O_C_ID, O_OL_CNT, O_CARRIER_ID]);
-        tx.scan(t.order, lo, hi, usize::MAX, cols, |key, row| {
-            let o = order_of_key(key);
-            max_o_id = max_o_id.max(o);
-            match orders.get_mut(o as usize) {
-                Some(info) => {
-                    *info = OrderInfo {
-                        exists: true,
-                        c_id: row.u64(O_C_ID) as u32,
-                        ol_cnt: row.u64(O_OL_CNT),
-                        carrier: row.u64(O_CARRIER_ID),
-                        ..OrderInfo::default()
-                    }
+    for order in gathered.orders {
+        let o = order.o;
+        max_o_id = max_o_id.max(o);
+        match orders.get_mut(o as usize) {
+            Some(info) => {
+                *info = OrderInfo {
+                    exists: true,
+                    c_id: order.c_id,
+                    ol_cnt: order.ol_cnt,
+                    carrier: order.carrier,
+                    ..OrderInfo::default()
                 }
-                None => beyond = Some(o),
             }
-            true
-        })?;
+            None => beyond = Some(o),
+        }
     }
     if let Some(o) = beyond {
         return Ok(Err(format!(
