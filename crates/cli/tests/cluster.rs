@@ -1,17 +1,21 @@
 //! The cluster commands end to end: `phasedb node` and `phasedb bench ycsb --cluster N`.
 
+mod common;
+
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::TempDir;
 
 fn phasedb() -> Command {
     Command::new(env!("CARGO_BIN_EXE_phasedb"))
 }
 
-fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("phasedb-cli-cluster-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+/// Writes `text` to file `name` in `dir` (created if need be).
+fn temp_file(dir: &TempDir, name: &str, text: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let path = dir.0.join(name);
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -26,7 +30,9 @@ fn free_port() -> u16 {
 
 #[test]
 fn a_bad_cluster_file_is_refused_before_the_node_starts() {
+    let dir = TempDir::new("cli-cluster-bad");
     let path = temp_file(
+        &dir,
         "dup.toml",
         "[[nodes]]\nid = 0\naddr = \"127.0.0.1:7001\"\n[[nodes]]\nid = 1\naddr = \"127.0.0.1:7001\"\n",
     );
@@ -41,6 +47,7 @@ fn a_bad_cluster_file_is_refused_before_the_node_starts() {
     assert!(err.contains("used by another node"), "{err}");
 
     let ok = temp_file(
+        &dir,
         "one.toml",
         &format!("[[nodes]]\nid = 0\naddr = \"127.0.0.1:{}\"\n", free_port()),
     );
@@ -64,7 +71,9 @@ fn a_bad_cluster_file_is_refused_before_the_node_starts() {
 #[test]
 fn a_node_serves_until_sigterm_and_then_exits_cleanly() {
     let port = free_port();
+    let dir = TempDir::new("cli-cluster-serve");
     let path = temp_file(
+        &dir,
         "serve.toml",
         &format!("[[nodes]]\nid = 0\naddr = \"127.0.0.1:{port}\"\n"),
     );
