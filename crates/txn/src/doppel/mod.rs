@@ -43,6 +43,7 @@ impl Protocol for Doppel {
     type Meta = TidWord;
     type Shared = DoppelShared;
     const PHASED: bool = true;
+    const PARTIAL_READS: bool = true;
 
     fn new_meta(word: u64) -> TidWord {
         TidWord::new(word)
@@ -72,7 +73,7 @@ impl Protocol for Doppel {
         let out = &mut st.row[first..first + words];
         meta.read_stable(|word| {
             if word & ABSENT == 0 {
-                rec.copy_group(layout, g, out);
+                rec.copy_part(layout, g, first, out);
             }
         })
     }
