@@ -227,3 +227,46 @@ fn granularity_tpcc_quick_writes_csv_svg_and_report() {
     assert!(md.contains("30.91%"));
     assert!(md.contains("OCC is the fastest"));
 }
+
+/// `--runs N` runs every point once per round: all first runs come before any second run, and
+/// the report says how the runs were reduced.
+#[test]
+fn runs_go_in_rounds_over_every_point() {
+    let dir = TempDir::new("rounds");
+    let out_dir = dir.0.to_str().expect("utf-8 temp path");
+    let args = [
+        "experiment",
+        "granularity-ycsb",
+        "--quick",
+        "--threads-max",
+        "1",
+        "--protocols",
+        "occ",
+        "--runs",
+        "2",
+        "--out",
+        out_dir,
+    ];
+    let (code, _, err) = phasedb(&args);
+    assert_eq!(code, 0, "stderr: {err}");
+    let runs: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.split(" (run ").nth(1))
+        .collect();
+    assert!(runs.len() >= 4, "two points, two runs each: {err}");
+    let first_second = runs.iter().position(|r| r.starts_with("2 of 2"));
+    let last_first = runs.iter().rposition(|r| r.starts_with("1 of 2"));
+    assert!(
+        matches!((last_first, first_second), (Some(a), Some(b)) if a < b),
+        "every point's first run before any second run: {err}"
+    );
+    assert_eq!(
+        runs.iter().filter(|r| r.starts_with("1 of 2")).count(),
+        runs.iter().filter(|r| r.starts_with("2 of 2")).count()
+    );
+    let md = std::fs::read_to_string(dir.0.join("granularity-ycsb.md")).expect("report written");
+    assert!(
+        md.contains("median throughput of 2 runs per point, run in rounds"),
+        "{md}"
+    );
+}

@@ -54,7 +54,7 @@ pub struct ExperimentArgs {
     /// Seed of the transaction generators.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Runs per point; the run of median throughput is reported.
+    /// Runs per point, in rounds (every point once per round); the run of median throughput is reported.
     #[arg(long, default_value_t = 1)]
     runs: usize,
     /// Only these protocols, comma-separated (default: every protocol of this build).

@@ -24,7 +24,7 @@ pub struct Settings {
     pub quick: bool,
     /// Seed of the transaction generators.
     pub seed: u64,
-    /// Runs per point; the run of median throughput is reported.
+    /// Runs per point, in rounds (every point once per round); the run of median throughput is reported.
     pub runs: usize,
     /// The protocols to compare.
     pub protocols: Vec<Protocol>,
@@ -172,7 +172,10 @@ impl Settings {
     /// How a point's several runs are reduced to one, for [`Settings::point_line`].
     pub fn median_runs(&self) -> String {
         if self.runs > 1 {
-            format!("median throughput of {} runs per point", self.runs)
+            format!(
+                "median throughput of {} runs per point, run in rounds over every point",
+                self.runs
+            )
         } else {
             "one run per point".to_string()
         }

@@ -1,5 +1,6 @@
-//! A sweep: runs its points one after another (so points compared in a report ran side by side),
-//! shows progress on stderr and collects one row per point.
+//! A sweep: runs its points one after another, in rounds when a point runs more than once (so
+//! points compared in a report ran side by side), shows progress on stderr and collects one row per
+//! point.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -162,69 +163,94 @@ fn eta(started: Instant, done: usize, total: usize) -> String {
     format!(", about {}m{:02}s left", left / 60, left % 60)
 }
 
-/// Runs a point `runs` times; returns the run of median throughput (the first that does not
-/// count, if any) with its metrics and verdict, and every run's throughput.
-fn median_run(p: &Point<'_>, runs: usize) -> (Measured, Metrics, Result<(), String>, Vec<f64>) {
-    let mut done: Vec<(Measured, Metrics)> = Vec::with_capacity(runs);
-    for _ in 0..runs.max(1) {
-        let measured = (p.run)();
-        let metrics = Metrics::of(&measured.result);
-        if let Err(e) = judge(&measured.result, &metrics, p.reference) {
-            let all = vec![metrics.throughput];
-            return (measured, metrics, Err(e), all);
-        }
-        done.push((measured, metrics));
-    }
-    done.sort_by(|a, b| a.1.throughput.total_cmp(&b.1.throughput));
-    let all: Vec<f64> = done.iter().map(|d| d.1.throughput).collect();
-    let (measured, metrics) = done.swap_remove(done.len() / 2);
-    (measured, metrics, Ok(()), all)
-}
-
-/// Runs `points` in order, each `runs` times keeping the median, printing progress for
-/// experiment `name`; returns one row per point.
+/// Runs `points` in rounds — every point once per round, `runs` rounds — and keeps each point's run
+/// of median throughput, printing progress for experiment `name`; returns one row per point.
+///
+/// Rounds rather than back-to-back repeats: when the machine's speed drifts (other processes, a
+/// noisy neighbour), every point sees the drift alike, so the points a report compares stay
+/// comparable. A point whose protocol cannot run the workload is reported with that failing run and
+/// skips its later rounds; so do the points of its group that had not started yet.
 pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
-    let total = points.len();
+    let runs = runs.max(1);
+    let total = points.len() * runs;
     let started = Instant::now();
     let mut skipped: HashMap<String, String> = HashMap::new();
-    let mut rows = Vec::with_capacity(total);
-    for (i, p) in points.into_iter().enumerate() {
-        let what = describe(&p.params);
-        let mut params = p.params.clone();
-        params.extend(p.constants.iter().cloned());
-        if let Some(reason) = skipped.get(&p.group) {
-            eprintln!("[{}/{total}] {name}: {what}: skipped ({reason})", i + 1);
-            rows.push(Row {
-                params,
-                series: p.series,
-                x: p.x,
-                metrics: Metrics::default(),
-                check: "not run".into(),
-                applicable: Err(format!("skipped: {reason}")),
-            });
-            continue;
-        }
-        eprintln!("[{}/{total}] {name}: {what}", i + 1);
-        let (measured, metrics, applicable, all) = median_run(&p, runs);
-        match &applicable {
-            Ok(()) => eprintln!(
-                "        {:.0} txn/s{}, {:.2}% aborts, p99 {:.0} µs{}",
-                metrics.throughput,
-                if all.len() > 1 {
-                    let each: Vec<String> = all.iter().map(|t| format!("{t:.0}")).collect();
-                    format!(" (median of {})", each.join(", "))
-                } else {
-                    String::new()
-                },
-                metrics.abort_rate * 100.0,
-                metrics.p99_us,
-                eta(started, i + 1, total)
-            ),
-            Err(e) => {
-                eprintln!("        not applicable: {e}");
-                skipped.insert(p.group.clone(), e.clone());
+    let mut done: Vec<Vec<(Measured, Metrics)>> = points.iter().map(|_| Vec::new()).collect();
+    let mut failed: Vec<Option<(Measured, Metrics, String)>> =
+        points.iter().map(|_| None).collect();
+    let mut step = 0;
+    for round in 0..runs {
+        for (i, p) in points.iter().enumerate() {
+            step += 1;
+            let what = describe(&p.params);
+            let of = if runs > 1 {
+                format!(" (run {} of {runs})", round + 1)
+            } else {
+                String::new()
+            };
+            if failed[i].is_some() || (round == 0 && skipped.contains_key(&p.group)) {
+                continue;
+            }
+            if round > 0 && done[i].is_empty() {
+                continue;
+            }
+            eprintln!("[{step}/{total}] {name}: {what}{of}");
+            let measured = (p.run)();
+            let metrics = Metrics::of(&measured.result);
+            match judge(&measured.result, &metrics, p.reference) {
+                Ok(()) => {
+                    eprintln!(
+                        "        {:.0} txn/s, {:.2}% aborts, p99 {:.0} µs{}",
+                        metrics.throughput,
+                        metrics.abort_rate * 100.0,
+                        metrics.p99_us,
+                        eta(started, step, total)
+                    );
+                    done[i].push((measured, metrics));
+                }
+                Err(e) => {
+                    eprintln!("        not applicable: {e}");
+                    skipped.entry(p.group.clone()).or_insert_with(|| e.clone());
+                    failed[i] = Some((measured, metrics, e));
+                }
             }
         }
+    }
+    let mut rows = Vec::with_capacity(points.len());
+    for ((p, mut runs_done), failure) in points.into_iter().zip(done).zip(failed) {
+        let mut params = p.params.clone();
+        params.extend(p.constants.iter().cloned());
+        let (measured, metrics, applicable) = match failure {
+            Some((measured, metrics, e)) => (measured, metrics, Err(e)),
+            None if runs_done.is_empty() => {
+                let reason = skipped.get(&p.group).cloned().unwrap_or_default();
+                rows.push(Row {
+                    params,
+                    series: p.series,
+                    x: p.x,
+                    metrics: Metrics::default(),
+                    check: "not run".into(),
+                    applicable: Err(format!("skipped: {reason}")),
+                });
+                continue;
+            }
+            None => {
+                runs_done.sort_by(|a, b| a.1.throughput.total_cmp(&b.1.throughput));
+                if runs_done.len() > 1 {
+                    let each: Vec<String> = runs_done
+                        .iter()
+                        .map(|d| format!("{:.0}", d.1.throughput))
+                        .collect();
+                    eprintln!(
+                        "{name}: {}: median of {} txn/s",
+                        describe(&p.params),
+                        each.join(", ")
+                    );
+                }
+                let (measured, metrics) = runs_done.swap_remove(runs_done.len() / 2);
+                (measured, metrics, Ok(()))
+            }
+        };
         for (k, v) in measured.settings {
             if !params.iter().any(|(pk, _)| *pk == k) {
                 params.push((k, v));
