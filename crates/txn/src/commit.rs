@@ -31,6 +31,7 @@ pub(crate) fn placeholder_word<P: Protocol<Meta: TidMeta>>(
 }
 
 /// Finds or creates the record of every insert and locks all its groups.
+#[inline(always)]
 pub(crate) fn lock_inserts<P: Protocol<Meta: TidMeta>>(
     st: &mut TxState<P::Meta>,
     db: &Database<P>,
@@ -103,6 +104,7 @@ pub(crate) const LOCK_PATIENCE: u32 = 1024;
 /// Locks the groups written by updates and deletes, in address order. A lock another transaction holds
 /// is waited for during `patience` spins (zero: no-wait); the global order keeps waiting committers
 /// from deadlocking each other, and the bound covers everything else.
+#[inline(always)]
 pub(crate) fn lock_writes<P: Protocol<Meta: TidMeta>>(
     st: &mut TxState<P::Meta>,
     db: &Database<P>,
@@ -211,6 +213,7 @@ pub(crate) fn validate_reads<P: Protocol<Meta: TidMeta>>(
 }
 
 /// OCC validation of everything read: versions, point misses and scanned ranges.
+#[inline(always)]
 pub(crate) fn validate<P: Protocol<Meta: TidMeta>>(
     st: &mut TxState<P::Meta>,
     db: &Database<P>,
@@ -289,6 +292,7 @@ pub(crate) fn validate_scans<P: Protocol<Meta: TidMeta>>(
 
 /// Writes the buffered images into the locked records and publishes `tid` on every locked group,
 /// which unlocks it. Deleted records are queued for unlinking.
+#[inline(always)]
 pub(crate) fn install<P: Protocol<Meta: TidMeta>>(
     st: &mut TxState<P::Meta>,
     db: &Database<P>,
