@@ -189,10 +189,7 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
             .iter()
             .any(|m| (m.table, m.key, m.col) == (l.table, l.key, l.col))
     };
-    coord.cooldown.retain(|_, n| {
-        *n -= 1;
-        *n > 0
-    });
+    coord.cooldown.tick();
     for l in std::mem::take(&mut coord.keep) {
         if !taken(&labels, &l) {
             labels.push(l);
@@ -221,7 +218,7 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
             if labels.len() >= policy.max_split {
                 break;
             }
-            if !taken(&labels, &l) && !coord.cooldown.contains_key(&(l.table, l.key, l.col)) {
+            if !taken(&labels, &l) && !coord.cooldown.cooling(&l) {
                 labels.push(l);
                 // Split now: from here on its split phases decide whether it stays split.
                 merged.remove(&(l.table, l.key, group));
@@ -287,13 +284,14 @@ fn reconcile_and_join(
                 .filter(|&(k, n)| n > ops && n >= policy.min_ops && fits(k, e.ty));
             if ops >= policy.min_ops && ops as f64 >= policy.min_op_share * total as f64 {
                 coord.keep.push(e.label);
+                coord.cooldown.kept(&e.label);
             } else if let Some((kind, _)) = other_kind {
                 coord.keep.push(SplitLabel { kind, ..e.label });
+                coord.cooldown.kept(&e.label);
             } else {
                 // Reads (or too few operations) made the split phase cost more than it saved.
                 // Stay reconciled for a while instead of being split again at the next conflicts.
-                let id = (e.label.table, e.label.key, e.label.col);
-                coord.cooldown.insert(id, policy.cooldown);
+                coord.cooldown.let_go(&e.label, policy);
             }
         }
         let layout = db.table(e.label.table).layout();

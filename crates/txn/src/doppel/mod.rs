@@ -9,6 +9,7 @@
 //! **reconciliation phase** each worker merges its slices into the records, and the next joined phase
 //! starts once all have.
 
+mod cooldown;
 mod coordinator;
 mod directory;
 mod policy;

@@ -14,8 +14,13 @@ pub struct SplitPolicy {
     pub min_op_share: f64,
     /// Fewest operations on a split record in one split phase for it to stay split.
     pub min_ops: u64,
-    /// Split decisions a record sits out after a split phase that did not keep it split.
+    /// Split decisions a record sits out after a split phase that did not keep it split. The wait
+    /// doubles each time the same record is split and let go again, up to `max_cooldown`, so a
+    /// record whose reads make splitting it a loss (a page read as often as liked) stops paying for
+    /// split phases; a split phase that keeps it resets the wait.
     pub cooldown: u32,
+    /// Longest wait the doubling of `cooldown` reaches.
+    pub max_cooldown: u32,
     /// Transactions one worker may stash in a split phase before it hurries the next joined phase.
     pub hurry_stashed: u64,
     /// Length of the joined phase between two split phases, as a share of the phase length, while
@@ -32,6 +37,7 @@ impl Default for SplitPolicy {
             min_op_share: 0.6,
             min_ops: 16,
             cooldown: 8,
+            max_cooldown: 256,
             hurry_stashed: 10_000,
             joined_share: 0.1,
         }
@@ -46,6 +52,9 @@ impl SplitPolicy {
         }
         if !(self.joined_share > 0.0 && self.joined_share <= 1.0) {
             return Err("the joined phase share must be in (0, 1]".into());
+        }
+        if self.max_cooldown < self.cooldown {
+            return Err("the longest cooldown must be at least the cooldown".into());
         }
         if self.max_split == 0 && self.auto {
             return Err("automatic splitting needs room for at least one split record".into());

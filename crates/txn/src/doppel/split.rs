@@ -147,9 +147,8 @@ pub(crate) struct CoordState {
     pub keep: Vec<SplitLabel>,
     /// Every label ever split.
     pub ever: rustc_hash::FxHashSet<SplitLabel>,
-    /// Records whose split phases were mostly reads, by (table, key, column): how many more split
-    /// decisions they sit out.
-    pub cooldown: FxHashMap<(TableId, u64, u16), u32>,
+    /// Records split phases let go, sitting out split decisions.
+    pub cooldown: super::cooldown::Cooldowns,
     pub stats: PhaseStats,
     /// Reused buffer for aggregating conflict samples.
     pub conflicts: FxHashMap<(TableId, u64, u8), ConflictSample>,
