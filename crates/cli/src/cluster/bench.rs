@@ -98,7 +98,9 @@ pub fn run(args: &ClusterArgs, c: &Common, shape: Shape) -> i32 {
     let bench = BenchConfig {
         algorithm,
         clients: args.clients,
-        threads: c.threads.unwrap_or(1),
+        threads: c
+            .threads
+            .unwrap_or_else(|| phasedb_dist::bench::default_threads(args.clients)),
         warmup: Duration::from_secs_f64(c.warmup),
         duration: Duration::from_secs_f64(c.duration),
         seed: c.seed,

@@ -36,7 +36,7 @@ fn client_counts(s: &Settings) -> Vec<usize> {
     if s.quick {
         vec![8, 32]
     } else {
-        vec![8, 32, 64, 128, 256]
+        vec![8, 64, 256, 512, 1024]
     }
 }
 

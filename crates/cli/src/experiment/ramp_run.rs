@@ -56,7 +56,7 @@ fn run_once(s: &Settings, p: &Point) -> Result<Run, String> {
     let bench = BenchConfig {
         algorithm: p.algorithm,
         clients: p.clients,
-        threads: 1,
+        threads: phasedb_dist::bench::default_threads(p.clients),
         warmup: s.warmup,
         duration: s.duration,
         seed: s.seed,

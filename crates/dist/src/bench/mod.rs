@@ -24,6 +24,15 @@ use workload::{Workload, YcsbRamp};
 /// Most clients one benchmark process runs.
 pub const MAX_CLIENTS: usize = 1 << 14;
 
+/// Endpoint threads a run uses unless told: one per core (at most one per client), so one thread
+/// builds requests while another handles replies and the servers are never all left waiting on a
+/// single client loop.
+pub fn default_threads(clients: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(clients.max(1))
+}
+
 /// One benchmark run.
 #[derive(Clone, Debug)]
 pub struct BenchConfig {

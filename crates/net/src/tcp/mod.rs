@@ -8,11 +8,12 @@
 
 mod conn;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
@@ -75,11 +76,11 @@ struct TcpNet<M> {
     start: Instant,
     delay: Duration,
     dial_timeout: Duration,
-    peers: HashMap<Addr, SocketAddr>,
-    bufs: HashMap<Addr, PeerBuf>,
+    peers: FxHashMap<Addr, SocketAddr>,
+    bufs: FxHashMap<Addr, PeerBuf>,
     dirty: Vec<Addr>,
     local: VecDeque<M>,
-    routes: HashMap<Addr, Route>,
+    routes: FxHashMap<Addr, Route>,
     next_conn: u64,
     events: UnboundedSender<Event<M>>,
     encode_errors: u64,
@@ -227,10 +228,10 @@ where
         delay: opts.delay,
         dial_timeout: opts.dial_timeout,
         peers: opts.peers.iter().copied().collect(),
-        bufs: HashMap::new(),
+        bufs: FxHashMap::default(),
         dirty: Vec::new(),
         local: VecDeque::new(),
-        routes: HashMap::new(),
+        routes: FxHashMap::default(),
         next_conn: 0,
         events: events_tx,
         encode_errors: 0,
