@@ -219,6 +219,7 @@ impl Protocol for Adaptive {
         release_shared(st, db, false);
     }
 
+    #[inline]
     fn reclaim(st: &mut TxState<AdaptiveMeta>, db: &Database<Self>) {
         commit::reclaim(db, st);
     }

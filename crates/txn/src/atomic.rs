@@ -110,6 +110,7 @@ impl Protocol for Atomic {
         Ok(())
     }
 
+    #[inline]
     fn reclaim(st: &mut TxState<TidWord>, db: &Database<Self>) {
         commit::reclaim(db, st);
     }

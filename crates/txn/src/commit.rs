@@ -219,9 +219,14 @@ pub(crate) fn validate<P: Protocol<Meta: TidMeta>>(
     db: &Database<P>,
     guard: &Guard,
 ) -> TxResult<()> {
-    validate_reads(st, db)
-        .and_then(|()| validate_misses(st, db, guard))
-        .and_then(|()| validate_scans(st, db, guard))
+    validate_reads(st, db)?;
+    if !st.misses.is_empty() {
+        validate_misses(st, db, guard)?;
+    }
+    if !st.scans.is_empty() {
+        validate_scans(st, db, guard)?;
+    }
+    Ok(())
 }
 
 /// Whether keys read as missing are still missing: any record now linked under such a key, other than
@@ -355,11 +360,17 @@ pub(crate) fn choose_tid<M>(st: &TxState<M>, last_tid: u64, epoch: u64) -> u64 {
 /// transaction that ran while they were deleted is left. A record is unlinked only if it still holds
 /// the word it was left with (nobody reused it meanwhile); it is first retired, so that anyone still
 /// holding it looks the key up again. Run while the worker's own transaction is not running.
+#[inline(always)]
 pub(crate) fn reclaim<P: Protocol<Meta: TidMeta>>(db: &Database<P>, st: &mut TxState<P::Meta>) {
     db.take_orphans(&mut st.limbo);
     if st.unlink.is_empty() && st.limbo.is_empty() {
         return;
     }
+    reclaim_unlinks(db, st);
+}
+
+/// The body of [`reclaim`] for a transaction with unlinks to do or wait for.
+fn reclaim_unlinks<P: Protocol<Meta: TidMeta>>(db: &Database<P>, st: &mut TxState<P::Meta>) {
     let guard = phasedb_storage::pin();
     let now = db.epoch.current();
     for mut u in st.unlink.drain(..) {

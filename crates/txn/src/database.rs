@@ -260,6 +260,7 @@ impl<P: Protocol> Database<P> {
     }
 
     /// Moves waiting unlinks of dropped workers into `limbo`.
+    #[inline]
     pub(crate) fn take_orphans(&self, limbo: &mut VecDeque<Unlink>) {
         if self.has_orphans.load(Ordering::Acquire) {
             let mut orphans = self.orphans.lock();

@@ -49,6 +49,7 @@ impl Protocol for Occ {
         silo_commit::<Self, false>(st, ctx)
     }
 
+    #[inline]
     fn reclaim(st: &mut TxState<TidWord>, db: &Database<Self>) {
         commit::reclaim(db, st);
     }

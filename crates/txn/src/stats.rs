@@ -87,6 +87,7 @@ pub struct Stats {
 
 impl Stats {
     /// The entry of type `ty`, created on first use.
+    #[inline]
     pub fn of_type(&mut self, ty: usize) -> &mut TypeStats {
         if self.types.len() <= ty {
             self.types.resize_with(ty + 1, TypeStats::default);

@@ -188,6 +188,7 @@ impl Protocol for SwissTm {
         release_write_locks(st, db);
     }
 
+    #[inline]
     fn reclaim(st: &mut TxState<SwissMeta>, db: &Database<Self>) {
         commit::reclaim(db, st);
     }

@@ -137,6 +137,7 @@ impl Protocol for TicToc {
         Ok(())
     }
 
+    #[inline]
     fn reclaim(st: &mut TxState<TicTocMeta>, db: &Database<Self>) {
         commit::reclaim(db, st);
     }

@@ -329,6 +329,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
         release_all(st, db);
     }
 
+    #[inline]
     fn reclaim(st: &mut TxState<LockMeta>, db: &Database<Self>) {
         commit::reclaim(db, st);
     }
