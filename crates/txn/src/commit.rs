@@ -219,21 +219,28 @@ pub(crate) fn validate<P: Protocol<Meta: TidMeta>>(
     db: &Database<P>,
     guard: &Guard,
 ) -> TxResult<()> {
-    validate_reads(st, db)?;
-    if !st.misses.is_empty() {
-        validate_misses(st, db, guard)?;
-    }
-    if !st.scans.is_empty() {
-        validate_scans(st, db, guard)?;
-    }
-    Ok(())
+    validate_reads(st, db)
+        .and_then(|()| validate_misses(st, db, guard))
+        .and_then(|()| validate_scans(st, db, guard))
 }
 
 /// Whether keys read as missing are still missing: any record now linked under such a key, other than
 /// this transaction's own new placeholder, was linked after the miss (tombstones stay linked while a
 /// transaction that could have missed them runs, see [`crate::activity`]). While recording, notes the
-/// version of absence each miss confirms.
+/// version of absence each miss confirms. Most transactions miss nothing: they skip the call.
+#[inline(always)]
 pub(crate) fn validate_misses<P: Protocol<Meta: TidMeta>>(
+    st: &mut TxState<P::Meta>,
+    db: &Database<P>,
+    guard: &Guard,
+) -> TxResult<()> {
+    if st.misses.is_empty() {
+        return Ok(());
+    }
+    recheck_misses(st, db, guard)
+}
+
+fn recheck_misses<P: Protocol<Meta: TidMeta>>(
     st: &mut TxState<P::Meta>,
     db: &Database<P>,
     guard: &Guard,
@@ -259,8 +266,20 @@ pub(crate) fn validate_misses<P: Protocol<Meta: TidMeta>>(
 /// Scans every range again and checks it holds the same records, present or not, as when it was
 /// scanned, apart from this transaction's own new placeholders (Silo's node-set check, done by
 /// re-scanning because the ordered index has no versioned nodes). Changes to the records themselves are
-/// caught by read validation.
+/// caught by read validation. Transactions that scanned nothing skip the call.
+#[inline(always)]
 pub(crate) fn validate_scans<P: Protocol<Meta: TidMeta>>(
+    st: &TxState<P::Meta>,
+    db: &Database<P>,
+    guard: &Guard,
+) -> TxResult<()> {
+    if st.scans.is_empty() {
+        return Ok(());
+    }
+    rescan(st, db, guard)
+}
+
+fn rescan<P: Protocol<Meta: TidMeta>>(
     st: &TxState<P::Meta>,
     db: &Database<P>,
     guard: &Guard,

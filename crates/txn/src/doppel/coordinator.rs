@@ -282,16 +282,20 @@ fn reconcile_and_join(
                 .max_by_key(|(_, n)| **n)
                 .map(|(k, &n)| (OpKind::ALL[k], n))
                 .filter(|&(k, n)| n > ops && n >= policy.min_ops && fits(k, e.ty));
-            if ops >= policy.min_ops && ops as f64 >= policy.min_op_share * total as f64 {
-                coord.keep.push(e.label);
-                coord.cooldown.kept(&e.label);
-            } else if let Some((kind, _)) = other_kind {
-                coord.keep.push(SplitLabel { kind, ..e.label });
-                coord.cooldown.kept(&e.label);
+            let keep = if ops >= policy.min_ops && ops as f64 >= policy.min_op_share * total as f64
+            {
+                Some(e.label)
             } else {
+                other_kind.map(|(kind, _)| SplitLabel { kind, ..e.label })
+            };
+            match keep {
+                Some(l) => {
+                    coord.keep.push(l);
+                    coord.cooldown.kept(&e.label);
+                }
                 // Reads (or too few operations) made the split phase cost more than it saved.
                 // Stay reconciled for a while instead of being split again at the next conflicts.
-                coord.cooldown.let_go(&e.label, policy);
+                None => coord.cooldown.let_go(&e.label, policy),
             }
         }
         let layout = db.table(e.label.table).layout();
