@@ -112,6 +112,8 @@ pub struct TxnClient {
     reads: Vec<Slot>,
     index: FxHashMap<Key, usize>,
     restart: bool,
+    /// Whether a first-round version named siblings (RAMP-F/H): without any, none can be missing.
+    siblings: bool,
     rounds: u8,
     restarts: u32,
     write_ts: Option<Ts>,
@@ -145,6 +147,7 @@ impl TxnClient {
             reads: Vec::new(),
             index: FxHashMap::default(),
             restart: false,
+            siblings: false,
             rounds: 0,
             restarts: 0,
             write_ts: None,
@@ -241,6 +244,7 @@ impl TxnClient {
 
     fn start_reads<T: Transport<Msg>>(&mut self, net: &mut T) {
         self.restart = false;
+        self.siblings = false;
         self.rounds = 1;
         let mode = match self.settings.algorithm {
             Algorithm::RampSmall => GetMode::LatestTs,
@@ -457,6 +461,7 @@ impl TxnClient {
                 meta,
             } => {
                 self.tsgen.observe(ts);
+                self.siblings |= meta != Meta::None;
                 if let Some(&i) = self.index.get(&key) {
                     let s = &mut self.reads[i];
                     if self.step == Step::Read1 || (ctime, ts) >= (s.ctime, s.ts) {
@@ -489,6 +494,9 @@ impl TxnClient {
             Step::Read1 => {
                 let first = &self.reads;
                 let (second, ts_set) = match self.settings.algorithm {
+                    Algorithm::RampFast | Algorithm::RampHybrid if !self.siblings => {
+                        (Vec::new(), Vec::new())
+                    }
                     Algorithm::RampFast => (ramp::second_round_fast(first), Vec::new()),
                     Algorithm::RampSmall => ramp::second_round_small(first),
                     Algorithm::RampHybrid => (ramp::second_round_hybrid(first), Vec::new()),

@@ -322,7 +322,8 @@ impl PartitionServer {
     }
 
     /// Answers a GET item by item; E-PCI reads may first need commit checks. With a read-set hint,
-    /// metadata is reduced to the reader's possible siblings ([`Meta::Siblings`]).
+    /// the metadata of lastCommit versions (first rounds) is reduced to the reader's possible
+    /// siblings elsewhere ([`Meta::Siblings`]); other lookups answer it whole.
     fn get<T: Transport<Msg>>(
         &mut self,
         net: &mut T,
@@ -337,11 +338,14 @@ impl PartitionServer {
             return;
         }
         let now = net.now();
-        let filter = ReadSetFilter::new(hint, &reads);
+        let filter = ReadSetFilter::new(hint);
         let mut results = Vec::with_capacity(reads.len());
         for &(key, ref mode) in &reads {
-            let (mut r, prepared) = match mode {
-                GetMode::Latest => (self.store.latest(key, true), false),
+            let (r, prepared) = match mode {
+                GetMode::Latest => {
+                    let r = self.store.latest_as(key, true, |m| filter.siblings(m, key));
+                    (r, false)
+                }
                 GetMode::LatestTs => (self.store.latest(key, false), false),
                 GetMode::Exact(ts) => self.store.exact(key, *ts),
                 GetMode::InSet(set) => self.store.in_set(key, set),
@@ -356,9 +360,6 @@ impl PartitionServer {
             }
             if matches!(r, ReadResult::Gone { .. }) {
                 self.stats.gone += 1;
-            }
-            if let ReadResult::Found { meta, .. } = &mut r {
-                filter.trim(meta, key);
             }
             results.push(r);
         }

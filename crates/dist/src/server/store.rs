@@ -32,6 +32,11 @@ impl Version {
     }
 
     fn found(&self, key: Key, with_value: bool) -> ReadResult {
+        self.found_as(key, with_value, Meta::clone)
+    }
+
+    /// The version as a read result whose metadata is `meta` of the stored one.
+    fn found_as(&self, key: Key, with_value: bool, meta: impl FnOnce(&Meta) -> Meta) -> ReadResult {
         ReadResult::Found {
             key,
             ts: self.ts,
@@ -42,7 +47,7 @@ impl Version {
                 Vec::new()
             },
             meta: if with_value {
-                self.meta.clone()
+                meta(&self.meta)
             } else {
                 Meta::None
             },
@@ -54,20 +59,26 @@ impl Version {
 struct Item {
     /// lastCommit, the highest committed version, kept apart so first-round reads reach it at once.
     last: Option<Version>,
-    /// Every other version (prepared, or committed and overwritten) in ascending timestamp order,
-    /// so lookups are binary searches and the oldest, which GC removes, sit at the front.
-    others: VecDeque<Version>,
-    /// Versions still only prepared.
-    prepared: u32,
+    /// Committed versions below lastCommit in ascending timestamp order, so lookups are binary
+    /// searches and the oldest, which GC removes, sit at the front.
+    older: VecDeque<Version>,
+    /// Versions only prepared here: the writes in flight, few, in no order. Kept apart from `older`
+    /// so a COMMIT finds its version without a search and moves no other.
+    prepared: Vec<Version>,
     /// The highest timestamp and commit time garbage-collected from this item.
     gc_floor: (u64, Ts),
 }
 
 impl Item {
-    fn find_other(&self, ts: Ts) -> Option<usize> {
-        match self.others.back() {
-            Some(v) if v.ts == ts => Some(self.others.len() - 1),
-            _ => self.others.binary_search_by_key(&ts, |v| v.ts).ok(),
+    fn find_prepared(&self, ts: Ts) -> Option<usize> {
+        self.prepared.iter().position(|v| v.ts == ts)
+    }
+
+    fn find_older(&self, ts: Ts) -> Option<usize> {
+        match self.older.back() {
+            Some(v) if v.ts == ts => Some(self.older.len() - 1),
+            Some(v) if v.ts > ts => self.older.binary_search_by_key(&ts, |v| v.ts).ok(),
+            _ => None,
         }
     }
 
@@ -77,10 +88,10 @@ impl Item {
         {
             return Some(v);
         }
-        if self.others.back().is_none_or(|v| ts > v.ts) {
-            return None;
+        if let Some(i) = self.find_prepared(ts) {
+            return Some(&self.prepared[i]);
         }
-        self.find_other(ts).map(|i| &self.others[i])
+        self.find_older(ts).map(|i| &self.older[i])
     }
 
     /// The highest-timestamped version whose timestamp is in `set`; searches only for timestamps
@@ -98,9 +109,14 @@ impl Item {
         best
     }
 
-    fn insert_other(&mut self, v: Version) {
-        let at = self.others.partition_point(|o| o.ts < v.ts);
-        self.others.insert(at, v);
+    /// Files a committed version below lastCommit (at the back, unless commits came out of
+    /// timestamp order).
+    fn insert_older(&mut self, v: Version) {
+        let at = match self.older.back() {
+            Some(o) if o.ts > v.ts => self.older.partition_point(|o| o.ts < v.ts),
+            _ => self.older.len(),
+        };
+        self.older.insert(at, v);
     }
 
     fn last_order(&self) -> (u64, Ts) {
@@ -108,7 +124,10 @@ impl Item {
     }
 
     fn all(&self) -> impl Iterator<Item = &Version> {
-        self.last.iter().chain(self.others.iter())
+        self.last
+            .iter()
+            .chain(self.older.iter())
+            .chain(self.prepared.iter())
     }
 }
 
@@ -169,14 +188,13 @@ impl Store {
         if item.get(ts).is_some() {
             return;
         }
-        item.insert_other(Version {
+        item.prepared.push(Version {
             ts,
             ctime: 0,
             value,
             meta,
             state: State::Prepared,
         });
-        item.prepared += 1;
         self.stats.versions += 1;
     }
 
@@ -186,27 +204,20 @@ impl Store {
         let Some(item) = self.items.get_mut(&key) else {
             return false;
         };
-        if item.last.as_ref().is_some_and(|v| v.ts == ts) {
-            return true;
-        }
-        let Some(i) = item.find_other(ts) else {
-            return false;
+        let Some(i) = item.find_prepared(ts) else {
+            return item.get(ts).is_some();
         };
-        let v = &mut item.others[i];
-        if v.state == State::Committed {
-            return true;
-        }
+        let mut v = item.prepared.swap_remove(i);
         v.state = State::Committed;
         v.ctime = ctime;
-        item.prepared -= 1;
         if v.order() > item.last_order() {
-            let v = item.others.remove(i).expect("found above");
             if let Some(old) = item.last.replace(v) {
                 self.overwritten.push_back((now, key, old.ts));
-                item.insert_other(old);
+                item.insert_older(old);
             }
         } else {
             self.overwritten.push_back((now, key, ts));
+            item.insert_older(v);
         }
         true
     }
@@ -220,19 +231,27 @@ impl Store {
     /// Removes a prepared version of an aborted transaction.
     pub fn discard(&mut self, key: Key, ts: Ts) {
         if let Some(item) = self.items.get_mut(&key)
-            && let Some(i) = item.find_other(ts)
-            && item.others[i].state == State::Prepared
+            && let Some(i) = item.find_prepared(ts)
         {
-            item.others.remove(i);
-            item.prepared -= 1;
+            item.prepared.swap_remove(i);
             self.stats.versions -= 1;
         }
     }
 
     /// The version at lastCommit (the null version if none), with value and metadata or the timestamp only.
     pub fn latest(&self, key: Key, with_value: bool) -> ReadResult {
+        self.latest_as(key, with_value, Meta::clone)
+    }
+
+    /// [`Store::latest`], answering `meta` of the version's metadata (read without copying it first).
+    pub fn latest_as(
+        &self,
+        key: Key,
+        with_value: bool,
+        meta: impl FnOnce(&Meta) -> Meta,
+    ) -> ReadResult {
         match self.items.get(&key).and_then(|it| it.last.as_ref()) {
-            Some(v) => v.found(key, with_value),
+            Some(v) => v.found_as(key, with_value, meta),
             None => null(key),
         }
     }
@@ -287,10 +306,8 @@ impl Store {
     pub fn prepared(&self, key: Key) -> impl Iterator<Item = Ts> + '_ {
         self.items
             .get(&key)
-            .filter(|it| it.prepared > 0)
             .into_iter()
-            .flat_map(|it| it.others.iter())
-            .filter(|v| v.state == State::Prepared)
+            .flat_map(|it| it.prepared.iter())
             .map(|v| v.ts)
     }
 
@@ -304,12 +321,12 @@ impl Store {
             let Some(item) = self.items.get_mut(&key) else {
                 continue;
             };
-            let Some(i) = item.find_other(ts) else {
+            let Some(i) = item.find_older(ts) else {
                 continue;
             };
-            let order = item.others[i].order();
+            let order = item.older[i].order();
             item.gc_floor = item.gc_floor.max(order);
-            item.others.remove(i);
+            item.older.remove(i);
             self.stats.versions -= 1;
             self.stats.collected += 1;
         }
