@@ -3,6 +3,7 @@
 //! The first frame on every connection is a hello naming the sender's [`Addr`]. Decoding checks every
 //! bound and returns a [`WireError`]; no byte sequence makes it panic.
 
+use postcard::ser_flavors::Flavor;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -47,9 +48,39 @@ pub fn begin_frame(buf: &mut Vec<u8>) -> usize {
 
 /// Appends one message to the frame being built in `buf`.
 pub fn push_message<M: Serialize>(buf: &mut Vec<u8>, msg: &M) -> Result<(), postcard::Error> {
-    let taken = std::mem::take(buf);
-    *buf = postcard::to_extend(msg, taken)?;
-    Ok(())
+    postcard::serialize_with_flavor(msg, Append(buf))
+}
+
+/// A postcard output that appends to a `Vec`. Postcard hands every integer to `try_extend` as a
+/// 1–10-byte varint, and `Vec::extend_from_slice` makes a `memcpy` call for a length it cannot see
+/// (about 4% of a cluster's CPU in profiles); short runs are pushed byte by byte instead.
+struct Append<'a>(&'a mut Vec<u8>);
+
+impl Flavor for Append<'_> {
+    type Output = ();
+
+    #[inline]
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        if data.len() <= 16 {
+            self.0.reserve(data.len());
+            for &b in data {
+                self.0.push(b);
+            }
+        } else {
+            self.0.extend_from_slice(data);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn try_push(&mut self, b: u8) -> postcard::Result<()> {
+        self.0.push(b);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
 }
 
 /// Writes the length of the frame that starts at `start` into its header.
