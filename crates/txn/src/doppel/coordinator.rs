@@ -7,6 +7,7 @@ use std::time::Duration;
 use parking_lot::MutexGuard;
 use phasedb_storage::ColumnType;
 
+use super::policy::SplitPolicy;
 use super::reconcile;
 use super::split::{CoordState, MAX_SAMPLED, SLICE_PAD, SplitEntry, SplitLabel};
 use super::{Doppel, JOINED, RECONCILE, SPLIT_PHASE};
@@ -15,6 +16,9 @@ use crate::phase;
 use crate::splittable::{self, OpKind};
 use crate::state::TxState;
 use crate::tid::{ABSENT, EPOCH_SHIFT, LOCK, SPLIT, TidWord, UNLINKED, tid};
+
+/// The shortest joined phase between two split phases.
+const SHORTEST_JOINED: Duration = Duration::from_micros(200);
 
 /// Records which of the aborted attempt's reads changed under it, with the splittable operation the
 /// attempt ran on that record, if any.
@@ -308,11 +312,14 @@ fn reconcile_and_join(
             reconcile::record_merge(db, e, new_tid, phase::seq(split_phase));
         }
     }
+    let mut stashed = 0;
     for slot in 0..high {
         // SAFETY: as above.
-        coord.stats.stashed += unsafe { db.shared.slot(slot) }.stashed;
-        unsafe { db.shared.slot(slot) }.stashed = 0;
+        let s = unsafe { db.shared.slot(slot) };
+        stashed += s.stashed;
+        s.stashed = 0;
     }
+    coord.stats.stashed += stashed;
     coord.stats.hurried = db.shared.hurried.load(Ordering::Relaxed);
     entries.clear();
     // SAFETY: as above.
@@ -321,16 +328,33 @@ fn reconcile_and_join(
     drop(coord_guard);
     let next = phases.next_word(JOINED);
     phases.release(role, next);
-    let length = db.config.phase_length;
-    phases.schedule(if stays_split {
-        length
-            .mul_f64(db.config.split.joined_share)
-            .max(Duration::from_micros(200))
-    } else {
-        length
-    });
+    phases.schedule(joined_length(
+        db.config.phase_length,
+        &db.config.split,
+        stays_split,
+        stashed,
+    ));
     if let Some(m) = me {
         m.phase = next;
+    }
+}
+
+/// How long the joined phase after a reconciliation lasts: the whole phase length when nothing stays
+/// split (which puts off the next split phase), a share of it while records stay split, and the
+/// shortest when the split phase stashed nothing (no stashed work waits for the joined phase, so the
+/// split data goes back to its slices as soon as may be).
+fn joined_length(
+    length: Duration,
+    policy: &SplitPolicy,
+    stays_split: bool,
+    stashed: u64,
+) -> Duration {
+    if !stays_split {
+        length
+    } else if stashed == 0 {
+        SHORTEST_JOINED
+    } else {
+        length.mul_f64(policy.joined_share).max(SHORTEST_JOINED)
     }
 }
 
@@ -360,4 +384,27 @@ pub(super) fn report(db: &Database<Doppel>) -> Vec<(&'static str, String)> {
         ("transactions stashed", stats.stashed.to_string()),
         ("phase changes overdue", stats.overdue.to_string()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_joined_phase_is_shortest_when_the_split_phase_stashed_nothing() {
+        let length = Duration::from_millis(20);
+        let policy = SplitPolicy::default();
+        assert_eq!(joined_length(length, &policy, false, 0), length);
+        assert_eq!(joined_length(length, &policy, false, 9), length);
+        assert_eq!(joined_length(length, &policy, true, 0), SHORTEST_JOINED);
+        assert_eq!(
+            joined_length(length, &policy, true, 1),
+            Duration::from_millis(2),
+            "a tenth of the phase length runs stashed work"
+        );
+        assert_eq!(
+            joined_length(Duration::from_millis(1), &policy, true, 1),
+            SHORTEST_JOINED
+        );
+    }
 }

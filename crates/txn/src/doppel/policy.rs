@@ -25,6 +25,7 @@ pub struct SplitPolicy {
     pub hurry_stashed: u64,
     /// Length of the joined phase between two split phases, as a share of the phase length, while
     /// records stay split (the joined phase runs stashed transactions and samples new conflicts).
+    /// After a split phase that stashed nothing the joined phase is as short as may be (0.2 ms).
     pub joined_share: f64,
 }
 
