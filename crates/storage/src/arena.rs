@@ -147,6 +147,28 @@ impl RecordArena {
         unsafe { NonNull::new_unchecked(addr as *mut u8) }
     }
 
+    /// Starts loading the slots of this thread's next `n` allocations into the cache, so that a
+    /// caller about to allocate and fill several records overlaps their cache misses instead of
+    /// taking them one after another. Allocates nothing.
+    #[inline]
+    pub fn prefetch(&self, n: usize) {
+        let pool = &self.pool;
+        LOCALS.with_borrow(|locals| {
+            let Some(local) = locals.iter().find(|l| l.id == pool.id) else {
+                return;
+            };
+            let from_free = local.free.iter().rev().copied();
+            let bumped = (local.next..local.end).step_by(pool.slot);
+            for addr in from_free.chain(bumped).take(n) {
+                let mut line = addr;
+                while line < addr + pool.slot {
+                    crate::prefetch::line(line as *const u8);
+                    line += 64;
+                }
+            }
+        });
+    }
+
     /// Adds this thread's entry for `pool`, dropping entries of arenas that are gone.
     #[cold]
     fn enter(locals: &mut Vec<Local>, pool: &Arc<Pool>) -> usize {
@@ -213,6 +235,25 @@ mod tests {
         for _ in 0..1000 {
             assert_eq!(lines.alloc().as_ptr() as usize % 64, 0);
         }
+    }
+
+    #[test]
+    fn prefetching_allocates_nothing() {
+        let arena = RecordArena::new(96, 64);
+        arena.prefetch(4);
+        let a = arena.alloc().as_ptr() as usize;
+        arena.prefetch(8);
+        let b = arena.alloc().as_ptr() as usize;
+        assert_eq!(
+            b,
+            a + 128,
+            "the slot after the first, whatever was prefetched"
+        );
+        // SAFETY: `b` came from this arena and is not used.
+        unsafe { arena.handle().free(b) };
+        let _ = arena.alloc();
+        arena.prefetch(3);
+        assert_eq!(arena.alloc().as_ptr() as usize, b + 128);
     }
 
     #[test]

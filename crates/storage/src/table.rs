@@ -139,6 +139,13 @@ impl<M: Send + Sync> Table<M> {
         }
     }
 
+    /// Starts loading into the cache the memory of the next `n` records this thread's inserts will
+    /// create (see [`RecordArena::prefetch`]).
+    #[inline]
+    pub fn prefetch_inserts(&self, n: usize) {
+        self.arena.prefetch(n);
+    }
+
     /// Links a new record under `key` unless one is linked already. `meta` gives each group's initial
     /// metadata, `row` the initial image (zeros if `None`).
     pub fn insert_with(

@@ -48,6 +48,9 @@ pub struct WriteEntry<M> {
     pub deferred: u64,
     /// Offset of the row image in [`TxState::images`].
     pub image: usize,
+    /// An insert for which this commit linked a new placeholder, which it holds locked (set when
+    /// the inserts are locked).
+    pub placeholder: bool,
 }
 
 /// A commutative operation on column `col` of write `write`, applied at install under the write lock
@@ -78,6 +81,13 @@ pub struct MissEntry {
     pub key: u64,
     /// The key's version confirmed at validation (recorded only while recording histories).
     pub version: u64,
+    /// The insert that found the key missing ([`MissEntry::READ`] for a read).
+    pub write: u32,
+}
+
+impl MissEntry {
+    /// [`MissEntry::write`] of a miss no insert made.
+    pub const READ: u32 = u32::MAX;
 }
 
 /// A range scan: the key range examined and the records seen present, validated by scanning again

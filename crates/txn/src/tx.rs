@@ -194,6 +194,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 table: t,
                 key,
                 version: 0,
+                write: MissEntry::READ,
             });
             return Ok(None);
         };
@@ -377,6 +378,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 table: t,
                 key,
                 version: 0,
+                write: MissEntry::READ,
             });
             return Ok(None);
         };
@@ -476,6 +478,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             columns: 0,
             deferred: 0,
             image,
+            placeholder: false,
         });
         self.st.write_filter |= TxState::<P::Meta>::filter_bit(t, key);
         self.st.writes.len() - 1
@@ -561,6 +564,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                         table: t,
                         key,
                         version: 0,
+                        write: self.st.writes.len() as u32,
                     }),
                 }
                 self.push_write(t, key, rec, WriteKind::Insert)
