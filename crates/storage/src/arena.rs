@@ -81,9 +81,25 @@ struct Local {
     free: Vec<usize>,
 }
 
+impl Drop for Local {
+    /// A thread that ends hands the slots it kept back to every thread.
+    fn drop(&mut self) {
+        if self.free.is_empty() {
+            return;
+        }
+        if let Some(pool) = self.pool.upgrade() {
+            pool.free.lock().expect("free slots").append(&mut self.free);
+            pool.has_free.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 thread_local! {
     static LOCALS: RefCell<Vec<Local>> = const { RefCell::new(Vec::new()) };
 }
+
+/// Freed slots a thread keeps for its own next allocations; it hands further ones to every thread.
+const LOCAL_FREE: usize = 4096;
 
 /// Ids of arenas, never reused, so a thread's entry for a dropped arena is never taken for a new one.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -204,10 +220,30 @@ impl ArenaHandle {
     ///
     /// # Safety
     /// `addr` came from this arena's `alloc` and nobody uses the slot any more.
+    ///
+    /// A thread that allocates from the arena keeps the slots it frees for itself (up to
+    /// [`LOCAL_FREE`]), so freeing writes no memory other threads share; others go to the shared list.
     pub unsafe fn free(&self, addr: usize) {
-        let mut free = self.0.free.lock().expect("free slots");
-        free.push(addr);
-        self.0.has_free.store(true, Ordering::Relaxed);
+        let pool = &self.0;
+        let kept = LOCALS
+            .try_with(|locals| {
+                // Not borrowed when called from within an allocation, or during the thread's exit.
+                let Ok(mut locals) = locals.try_borrow_mut() else {
+                    return false;
+                };
+                match locals.iter_mut().find(|l| l.id == pool.id) {
+                    Some(local) if local.free.len() < LOCAL_FREE => {
+                        local.free.push(addr);
+                        true
+                    }
+                    _ => false,
+                }
+            })
+            .unwrap_or(false);
+        if !kept {
+            pool.free.lock().expect("free slots").push(addr);
+            pool.has_free.store(true, Ordering::Relaxed);
+        }
     }
 }
 
@@ -254,6 +290,35 @@ mod tests {
         let _ = arena.alloc();
         arena.prefetch(3);
         assert_eq!(arena.alloc().as_ptr() as usize, b + 128);
+    }
+
+    #[test]
+    fn a_thread_reuses_the_slots_it_frees_and_hands_them_on_when_it_ends() {
+        let arena = Arc::new(RecordArena::new(64, 64));
+        let freed = std::thread::scope(|s| {
+            s.spawn(|| {
+                let a = arena.alloc().as_ptr() as usize;
+                let b = arena.alloc().as_ptr() as usize;
+                // SAFETY: `a` came from this arena and is not used.
+                unsafe { arena.handle().free(a) };
+                assert!(
+                    !arena.pool.has_free.load(Ordering::Relaxed),
+                    "kept by the thread, not shared"
+                );
+                assert_eq!(arena.alloc().as_ptr() as usize, a);
+                // SAFETY: as above, for `b`.
+                unsafe { arena.handle().free(b) };
+                b
+            })
+            .join()
+            .expect("thread")
+        });
+        assert!(arena.pool.has_free.load(Ordering::Relaxed));
+        assert_eq!(
+            arena.alloc().as_ptr() as usize,
+            freed,
+            "the ended thread's slot serves another thread"
+        );
     }
 
     #[test]
