@@ -179,14 +179,19 @@ impl HashIndex {
         (v != TOMBSTONE).then_some(v)
     }
 
-    /// Starts loading the slot where a lookup of `key` begins into the cache, so that lookups of several
-    /// keys overlap their cache misses.
+    /// Starts loading the slots where a lookup of `key` begins into the cache, so that lookups of
+    /// several keys overlap their cache misses: the first slot's line and the next, since a probe for
+    /// an absent key (an insert's) runs on past occupied slots, about eight of them near the largest
+    /// load factor.
     #[inline]
     pub fn prefetch(&self, key: u64, _guard: &Guard) {
         let h = hash(key);
         // SAFETY: as in `get`; the slot index is masked into the array.
         let slots = unsafe { &*self.shard(h).slots.load(Ordering::Acquire) };
-        crate::prefetch::line(slots.slot(h as usize) as *const Slot as *const u8);
+        let first = slots.slot(h as usize) as *const Slot as *const u8;
+        crate::prefetch::line(first);
+        // A prefetch never faults, even past the end of the array.
+        crate::prefetch::line(first.wrapping_add(64));
     }
 
     /// Runs `f` with exclusive insert/remove rights over `key`'s shard; `f` receives the current value
