@@ -24,24 +24,25 @@ pub enum Meta {
     /// RAMP-H: a Bloom filter over the write set.
     Bloom(Bloom),
     /// In a read result only: the metadata reduced to what the reader can use, following the GET's
-    /// [`ReadSetHint`] — every other item of its read set that the writer wrote (RAMP-F) or that the
-    /// writer's Bloom filter may contain (RAMP-H), and under a signature perhaps a few items it does not
-    /// read. The reader's second-round decisions consult metadata only for items it reads, so they come
-    /// out the same, and a result without possible siblings carries none.
+    /// [`ReadSetHint`] — the items of its read set on other servers that the writer wrote (RAMP-F) or
+    /// that the writer's Bloom filter may contain (RAMP-H), and under a signature perhaps a few items
+    /// it does not read there. The reader's second-round decisions consult metadata only for items it
+    /// reads, and never need a sibling the same GET reads (see [`crate::ramp::hint`]), so they come out
+    /// the same; a result without possible siblings carries none.
     Siblings(WriteSet),
 }
 
-/// What a first-round GET tells the server about the reader's whole read set, so that results
-/// carry [`Meta::Siblings`] instead of the full write set or filter.
+/// What a first-round GET tells the server about the reader's read set on the other servers, so
+/// that results carry [`Meta::Siblings`] instead of the full write set or filter.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReadSetHint {
     /// Nothing: full metadata.
     None,
-    /// RAMP-F: a 64-bit signature of the read set ([`crate::ramp::hint::ReadSig`]); write sets are
-    /// trimmed to the items it may contain.
+    /// Short RAMP-F read sets: a 64-bit signature of the items on other servers
+    /// ([`crate::ramp::hint::ReadSig`]); write sets are trimmed to the items it may contain.
     Sig(u64),
-    /// RAMP-H: the read set's items on other servers (with the GET's own items, the whole read set);
-    /// a Bloom filter is answered as the read items it may contain.
+    /// Long RAMP-F and short RAMP-H read sets: the items on other servers; write sets are trimmed to
+    /// them, and a Bloom filter is answered as those it may contain.
     Others(WriteSet),
 }
 
@@ -286,7 +287,8 @@ pub enum Msg {
         reads: Vec<(Key, GetMode)>,
         /// The timestamps [`GetMode::InRequestSet`] items are matched against (empty otherwise).
         ts_set: Vec<Ts>,
-        /// RAMP-F/H first rounds: the reader's read set, so results carry [`Meta::Siblings`].
+        /// RAMP-F/H first rounds: the reader's read set on other servers, so results carry
+        /// [`Meta::Siblings`].
         hint: ReadSetHint,
     },
     /// GET's answer, one result per item in request order.

@@ -46,9 +46,11 @@ pub fn begin_frame(buf: &mut Vec<u8>) -> usize {
     start
 }
 
-/// Appends one message to the frame being built in `buf`.
+/// Appends one message to the frame being built in `buf`; a message that fails to encode leaves
+/// nothing of itself behind.
 pub fn push_message<M: Serialize>(buf: &mut Vec<u8>, msg: &M) -> Result<(), postcard::Error> {
-    postcard::serialize_with_flavor(msg, Append(buf))
+    let len = buf.len();
+    postcard::serialize_with_flavor(msg, Append(buf)).inspect_err(|_| buf.truncate(len))
 }
 
 /// A postcard output that appends to a `Vec`. Postcard hands every integer to `try_extend` as a

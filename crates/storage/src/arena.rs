@@ -1,8 +1,10 @@
 //! A per-table arena of fixed-size record slots.
 //!
 //! Records are carved from chunks of memory mapped for the table. Each thread bumps through a chunk of
-//! its own, so an allocation writes no shared memory; freed slots return to the table's free list and
-//! are handed out again. Chunks double from 64 KiB to 2 MiB (a transparent huge page); once a table
+//! its own, so an allocation writes no shared memory; a thread that allocates from the arena keeps the
+//! slots it frees for its own next allocations (a bounded number; the rest go to the arena's shared
+//! free list, as do the slots of threads that never allocated from it), and freed slots are handed
+//! out again. Chunks double from 64 KiB to 2 MiB (a transparent huge page); once a table
 //! takes full-size chunks it is growing steadily, and a background thread keeps a few of them mapped
 //! and touched ahead of need, so that the page faults that zero fresh memory are paid there and not
 //! by the thread inserting records.
@@ -227,7 +229,7 @@ impl ArenaHandle {
         let pool = &self.0;
         let kept = LOCALS
             .try_with(|locals| {
-                // Not borrowed when called from within an allocation, or during the thread's exit.
+                // Already borrowed if called from within an allocation.
                 let Ok(mut locals) = locals.try_borrow_mut() else {
                     return false;
                 };

@@ -206,6 +206,7 @@ pub(crate) fn release<P: Protocol<Meta: TidMeta>>(st: &mut TxState<P::Meta>, db:
             .publish(l.prev);
         l.held = false;
         if l.fresh && l.group == 0 {
+            st.writes[l.write as usize].placeholder = false;
             let key = st.writes[l.write as usize].key;
             st.unlink.push(Unlink {
                 table: t,

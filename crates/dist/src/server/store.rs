@@ -59,8 +59,8 @@ impl Version {
 struct Item {
     /// lastCommit, the highest committed version, kept apart so first-round reads reach it at once.
     last: Option<Version>,
-    /// Committed versions below lastCommit in ascending timestamp order, so lookups are binary
-    /// searches and the oldest, which GC removes, sit at the front.
+    /// Committed versions other than lastCommit (below it in version order), in ascending timestamp
+    /// order, so lookups are binary searches and the oldest, which GC removes, sit at the front.
     older: VecDeque<Version>,
     /// Versions only prepared here: the writes in flight, few, in no order. Kept apart from `older`
     /// so a COMMIT finds its version without a search and moves no other.
@@ -404,6 +404,41 @@ mod tests {
         assert_eq!((ts_of(&r), prepared), (Some(30), true));
         assert_eq!(ts_of(&s.in_set(2, &[0, 7]).0), Some(0));
         assert_eq!(s.in_set(2, &[7]).0, ReadResult::Missing { key: 2 });
+    }
+
+    #[test]
+    fn prepared_versions_commit_out_of_order_are_discarded_and_collected_apart() {
+        let mut s = Store::new(100);
+        for ts in [10, 20, 30] {
+            s.prepare(1, ts, vec![ts as u8], Meta::None);
+        }
+        s.prepare(1, 20, vec![99], Meta::None);
+        assert_eq!(s.stats().versions, 3, "a duplicate PREPARE adds nothing");
+        assert!(s.commit(1, 30, 0, 0));
+        assert!(s.commit(1, 10, 0, 5), "a commit below lastCommit");
+        assert!(s.commit(1, 10, 0, 5), "a duplicate COMMIT");
+        assert!(!s.commit(1, 40, 0, 5), "no such version");
+        assert_eq!(s.prepared(1).collect::<Vec<_>>(), [20]);
+        assert_eq!(ts_of(&s.latest(1, true)), Some(30));
+        let (r, prepared) = s.exact(1, 10);
+        assert_eq!(
+            (ts_of(&r), prepared),
+            (Some(10), false),
+            "committed below lastCommit"
+        );
+        assert!(s.exact(1, 20).1, "still only prepared");
+        s.discard(1, 20);
+        assert_eq!(s.prepared(1).count(), 0);
+        assert_eq!(s.exact(1, 20).0, ReadResult::Missing { key: 1 });
+        assert_eq!(ts_of(&s.in_set(1, &[10, 20]).0), Some(10));
+        s.collect(105);
+        assert_eq!(
+            s.stats().versions,
+            1,
+            "version 10, overwritten at 5, is collected"
+        );
+        assert_eq!(s.exact(1, 10).0, ReadResult::Gone { key: 1 });
+        assert_eq!(ts_of(&s.latest(1, false)), Some(30));
     }
 
     #[test]
