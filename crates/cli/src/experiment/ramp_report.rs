@@ -135,7 +135,9 @@ pub fn common_setup(s: &Settings) -> Vec<String> {
     vec![
         format!(
             "every point starts its own cluster of `phasedb node` processes on 127.0.0.1 (one core's \
-             event loop each) and runs closed-loop clients from one benchmark thread; {}",
+             event loop each) and runs closed-loop clients from {} benchmark endpoint thread(s) \
+             (one per core, at most one per client); {}",
+            phasedb_dist::bench::default_threads(usize::MAX),
             s.machine()
         ),
         s.point_line(&if s.runs > 1 {
