@@ -41,6 +41,12 @@ struct Pool {
 }
 
 impl Pool {
+    /// Puts freed slots on the list every thread takes from.
+    fn share(&self, slots: impl FnOnce(&mut Vec<usize>)) {
+        slots(&mut self.free.lock().expect("free slots"));
+        self.has_free.store(true, Ordering::Relaxed);
+    }
+
     /// A chunk for a thread: a touched one if the background thread has one ready.
     fn take_chunk(self: &Arc<Pool>) -> (usize, usize) {
         let size = self.next_chunk.load(Ordering::Relaxed);
@@ -90,8 +96,7 @@ impl Drop for Local {
             return;
         }
         if let Some(pool) = self.pool.upgrade() {
-            pool.free.lock().expect("free slots").append(&mut self.free);
-            pool.has_free.store(true, Ordering::Relaxed);
+            pool.share(|free| free.append(&mut self.free));
         }
     }
 }
@@ -243,8 +248,7 @@ impl ArenaHandle {
             })
             .unwrap_or(false);
         if !kept {
-            pool.free.lock().expect("free slots").push(addr);
-            pool.has_free.store(true, Ordering::Relaxed);
+            pool.share(|free| free.push(addr));
         }
     }
 }

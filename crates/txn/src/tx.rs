@@ -544,30 +544,31 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             },
             None => {
                 let rec = self.table(t).get(key, self.guard);
-                match rec {
-                    Some(rec) => {
-                        let layout = self.table(t).layout();
-                        let observed = P::read_group(self.st, self.db, t, rec, layout, 0, 0, 0)?;
-                        self.st.reads.push(ReadEntry {
-                            table: t,
-                            group: 0,
-                            key,
-                            rec,
-                            observed,
-                            extra: self.st.last_extra,
-                        });
-                        if observed & ABSENT == 0 {
-                            return Err(TxError::DuplicateKey { table: t, key });
-                        }
+                if let Some(rec) = rec {
+                    let layout = self.table(t).layout();
+                    let observed = P::read_group(self.st, self.db, t, rec, layout, 0, 0, 0)?;
+                    self.st.reads.push(ReadEntry {
+                        table: t,
+                        group: 0,
+                        key,
+                        rec,
+                        observed,
+                        extra: self.st.last_extra,
+                    });
+                    if observed & ABSENT == 0 {
+                        return Err(TxError::DuplicateKey { table: t, key });
                     }
-                    None => self.st.misses.push(MissEntry {
+                }
+                let w = self.push_write(t, key, rec, WriteKind::Insert);
+                if rec.is_none() {
+                    self.st.misses.push(MissEntry {
                         table: t,
                         key,
                         version: 0,
-                        write: self.st.writes.len() as u32,
-                    }),
+                        write: w as u32,
+                    });
                 }
-                self.push_write(t, key, rec, WriteKind::Insert)
+                w
             }
         };
         let n = self.table(t).schema().row_words();
