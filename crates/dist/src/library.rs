@@ -210,6 +210,7 @@ impl Client {
         let mut opts = TcpOptions::new(me, cfg.peer_addrs());
         opts.inject = Some(rx);
         opts.delay = cfg.delay();
+        opts.poll = cfg.poll();
         let thread = std::thread::spawn(move || {
             let mut node = node;
             run_blocking(&mut node, opts, stop_rx)

@@ -157,6 +157,7 @@ pub async fn serve(
     let mut opts = TcpOptions::new(id, cfg.peer_addrs());
     opts.listen = Some(me.addr);
     opts.delay = cfg.delay();
+    opts.poll = cfg.poll();
     opts.tick = std::time::Duration::from_millis(cfg.server.tick_ms);
     run(&mut node, opts, shutdown).await?;
     Ok(node.server.stats())

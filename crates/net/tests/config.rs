@@ -16,6 +16,7 @@ partitions = [1, 3]
 gc_window_ms = 2000
 [net]
 delay_us = 100
+poll_us = 20
 "#;
 
 fn err(text: &str) -> String {
@@ -36,6 +37,7 @@ fn a_valid_file_parses_with_its_placement_and_round_trips() {
         "unspecified settings take defaults"
     );
     assert_eq!(c.net.delay_us, 100);
+    assert_eq!(c.poll(), std::time::Duration::from_micros(20));
     for key in 0..1000u64 {
         assert_eq!(
             c.node_of_key(key),
@@ -90,6 +92,13 @@ fn inconsistent_files_are_refused_with_the_reason() {
     assert!(err(&placed("[0, 5]", "[1, 2]")).contains("only 3"));
     assert!(err("partitions = 2\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:1\"\npartitions = [0, 1]\n[[nodes]]\nid = 1\naddr = \"127.0.0.1:2\"\n")
         .contains("all or none"));
+    assert!(
+        err(&format!(
+            "{}[net]\npoll_us = 20000\n",
+            two("127.0.0.1:1", "127.0.0.1:2")
+        ))
+        .contains("poll_us must be at most 10 ms")
+    );
     assert!(
         err(&format!(
             "{}[server]\ngc_window_ms = 0\n",

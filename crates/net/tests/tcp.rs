@@ -83,17 +83,23 @@ fn free_addr() -> std::net::SocketAddr {
 }
 
 fn echo_round_trip(delay: Duration, total: u64) -> Sender {
+    echo_round_trip_polling(delay, Duration::ZERO, total)
+}
+
+fn echo_round_trip_polling(delay: Duration, poll: Duration, total: u64) -> Sender {
     let addr = free_addr();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let server = std::thread::spawn(move || {
         let mut opts = TcpOptions::new(0, vec![]);
         opts.listen = Some(addr);
         opts.delay = delay;
+        opts.poll = poll;
         run_blocking(&mut Echo, opts, stop_rx)
     });
     let mut client = Sender::new(total);
     let mut opts = TcpOptions::new(CLIENT_ADDR_BASE, vec![(0, addr)]);
     opts.delay = delay;
+    opts.poll = poll;
     let (_never, rx) = tokio::sync::watch::channel(false);
     run_blocking(&mut client, opts, rx).unwrap();
     let _ = stop.send(true);
@@ -104,6 +110,16 @@ fn echo_round_trip(delay: Duration, total: u64) -> Sender {
 #[test]
 fn many_messages_come_back_in_order_through_batched_frames() {
     let c = echo_round_trip(Duration::ZERO, 20_000);
+    assert_eq!(c.received.len(), 20_000);
+    assert!(
+        c.received.windows(2).all(|w| w[0] + 1 == w[1]),
+        "replies reordered"
+    );
+}
+
+#[test]
+fn a_polling_loop_delivers_everything_and_still_stops() {
+    let c = echo_round_trip_polling(Duration::ZERO, Duration::from_micros(200), 20_000);
     assert_eq!(c.received.len(), 20_000);
     assert!(
         c.received.windows(2).all(|w| w[0] + 1 == w[1]),

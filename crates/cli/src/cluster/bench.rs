@@ -43,6 +43,9 @@ pub struct ClusterArgs {
     /// One-way delay injected into every message, in microseconds.
     #[arg(long, global = true, default_value_t = 0)]
     pub delay_us: u64,
+    /// Microseconds an idle event loop (servers and client endpoints) polls before it sleeps.
+    #[arg(long, global = true, default_value_t = NetSettings::default().poll_us)]
+    pub poll_us: u64,
     /// Milliseconds an overwritten version stays readable before GC.
     #[arg(long, global = true, default_value_t = 5000)]
     pub gc_window_ms: u64,
@@ -120,6 +123,7 @@ pub fn run(args: &ClusterArgs, c: &Common, shape: Shape) -> i32 {
     };
     let net = NetSettings {
         delay_us: args.delay_us,
+        poll_us: args.poll_us,
     };
     let (config, processes) = match (&args.connect, args.cluster) {
         (Some(path), _) => match ClusterConfig::load(path) {

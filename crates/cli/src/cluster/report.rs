@@ -60,6 +60,7 @@ pub fn json(r: &BenchReport, b: &BenchConfig, cfg: &ClusterConfig) -> String {
             "bloom_bits": b.bloom_bits,
             "bloom_hashes": b.bloom_hashes,
             "delay_us": cfg.net.delay_us,
+            "poll_us": cfg.net.poll_us,
             "gc_window_ms": cfg.server.gc_window_ms,
             "skip_commit": b.skip_commit,
         },
@@ -90,8 +91,15 @@ pub fn table(r: &BenchReport, b: &BenchConfig, cfg: &ClusterConfig) -> String {
     );
     let _ = writeln!(
         out,
-        "  items={} ops={} read_ratio={} theta={} value_size={} delay_us={} partitions={}",
-        w.items, w.ops, w.read_ratio, w.theta, w.value_size, cfg.net.delay_us, cfg.partitions
+        "  items={} ops={} read_ratio={} theta={} value_size={} delay_us={} poll_us={} partitions={}",
+        w.items,
+        w.ops,
+        w.read_ratio,
+        w.theta,
+        w.value_size,
+        cfg.net.delay_us,
+        cfg.net.poll_us,
+        cfg.partitions
     );
     let _ = writeln!(
         out,

@@ -137,6 +137,7 @@ pub fn run(
         let me = CLIENT_ADDR_BASE + ((pid & 0xfff) << 7) + t as u32;
         let mut opts = TcpOptions::new(me, cluster.peer_addrs());
         opts.delay = cluster.delay();
+        opts.poll = cluster.poll();
         opts.tick = Duration::from_millis(5);
         let rx = stop_rx.clone();
         threads.push(std::thread::spawn(move || {

@@ -3,7 +3,8 @@
 //! One event loop owns the node. Connection tasks decode frames and hand whole batches to it; every
 //! message the node sends while handling those batches is encoded straight into a per-peer buffer, and
 //! each buffer leaves as one frame when the loop has nothing more to process. So many clients share a
-//! connection and small messages travel together. An optional delay holds each frame back before it
+//! connection and small messages travel together. Out of input, the loop polls a little longer before
+//! it sleeps, as waking a sleeping core is slow on virtual machines. An optional delay holds each frame back before it
 //! is written, which emulates network latency on one machine.
 
 mod conn;
@@ -43,10 +44,12 @@ pub struct TcpOptions<M> {
     pub dial_timeout: Duration,
     /// Messages from outside the cluster, delivered to the node as if it had sent them to itself.
     pub inject: Option<UnboundedReceiver<M>>,
+    /// How long the loop, out of input, keeps polling for more before it sleeps.
+    pub poll: Duration,
 }
 
 impl<M> TcpOptions<M> {
-    /// Options for node `me` with no listener, no delay, 5 ms ticks and a 10 s dial timeout.
+    /// Options for node `me` with no listener, no delay, no polling, 5 ms ticks and a 10 s dial timeout.
     pub fn new(me: Addr, peers: Vec<(Addr, SocketAddr)>) -> Self {
         Self {
             me,
@@ -56,6 +59,7 @@ impl<M> TcpOptions<M> {
             tick: Duration::from_millis(5),
             dial_timeout: Duration::from_secs(10),
             inject: None,
+            poll: Duration::ZERO,
         }
     }
 }
@@ -247,6 +251,7 @@ where
         if node.is_done() {
             break;
         }
+        poll(&events, opts.poll).await;
         tokio::select! {
             biased;
             _ = &mut shutdown => break,
@@ -274,6 +279,21 @@ where
         );
     }
     Ok(())
+}
+
+/// Waits up to `budget` for input without sleeping: each round lets the runtime poll the sockets
+/// (the connection tasks then queue what arrived) and offers the core to any other runnable thread.
+async fn poll<M>(events: &UnboundedReceiver<Event<M>>, budget: Duration) {
+    if budget.is_zero() || !events.is_empty() {
+        return;
+    }
+    let until = std::time::Instant::now() + budget;
+    while events.is_empty() && std::time::Instant::now() < until {
+        tokio::task::yield_now().await;
+        if events.is_empty() {
+            std::thread::yield_now();
+        }
+    }
 }
 
 fn drain_local<N: Node>(node: &mut N, net: &mut TcpNet<N::Msg>)
