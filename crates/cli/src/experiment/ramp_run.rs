@@ -1,8 +1,16 @@
 //! Runs the points of a RAMP experiment on real clusters: each point starts `phasedb node` processes
 //! on 127.0.0.1, runs the cluster benchmark against them, stops them and reads their final counters.
-//! With several runs, every point runs once per round, so the points a verdict compares alternate.
+//! With several runs, every point runs once per round, so the points a verdict compares alternate;
+//! rounds after the first run the points in a shuffled order, because a run can be slowed by the one
+//! before it (`bench ycsb --cluster 2 --clients 256`: runs right after an E-PCI run measured 0.57-0.66M
+//! txn/s for RAMP-F and 0.60-0.67M for NWNR, other runs 0.61-0.80M), and in a fixed order the same
+//! algorithm would always follow the same one.
 
 use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
 
 use phasedb_dist::Algorithm;
 use phasedb_dist::bench::launch::ProcessCluster;
@@ -154,12 +162,18 @@ pub fn run(s: &Settings, points: &[Point]) -> Vec<Row> {
     let total = points.len() * rounds;
     let mut done: Vec<Vec<Run>> = points.iter().map(|_| Vec::new()).collect();
     let mut failed: Vec<Option<String>> = vec![None; points.len()];
+    let mut rng = SmallRng::seed_from_u64(s.seed);
     for round in 0..rounds {
-        for (i, p) in points.iter().enumerate() {
+        let mut order: Vec<usize> = (0..points.len()).collect();
+        if round > 0 {
+            order.shuffle(&mut rng);
+        }
+        for (k, &i) in order.iter().enumerate() {
+            let p = &points[i];
             if failed[i].is_some() {
                 continue;
             }
-            let n = round * points.len() + i + 1;
+            let n = round * points.len() + k + 1;
             eprintln!("[{n}/{total}] {}: {}", s.name, describe(p));
             match run_once(s, p) {
                 Ok(r) => {

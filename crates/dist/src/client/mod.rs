@@ -262,7 +262,8 @@ impl TxnClient {
     }
 
     /// One GET per server. A first round (`whole`: every item of the read set) tells RAMP-F/H servers
-    /// about the read set, so they answer only the metadata the reader can use.
+    /// about the read set, so they answer only the metadata the reader can use; each server's share
+    /// of it comes from the grouping, so no item is routed twice.
     fn send_gets<T: Transport<Msg>>(
         &mut self,
         net: &mut T,
@@ -277,15 +278,27 @@ impl TxnClient {
             Algorithm::RampHybrid if whole => Some(RampKind::Hybrid),
             _ => None,
         };
-        let (txn, router) = (&self.txn, &self.router);
-        let requests = router
-            .group(reads)
+        let groups = self.router.group(reads);
+        let read_set = self.txn.reads.len();
+        let hints: Vec<ReadSetHint> = match kind {
+            Some(kind) => groups
+                .iter()
+                .map(|(to, _)| {
+                    let elsewhere = groups.iter().filter(|g| g.0 != *to);
+                    read_set_hint(
+                        kind,
+                        read_set,
+                        elsewhere.flat_map(|g| g.1.iter().map(|r| r.0)),
+                    )
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut hints = hints.into_iter();
+        let requests = groups
             .into_iter()
             .map(|(to, reads)| {
-                let hint = kind.map_or(ReadSetHint::None, |kind| {
-                    let elsewhere = txn.reads.iter().filter(|&&k| router.node_of(k) != to);
-                    read_set_hint(kind, &txn.reads, elsewhere.copied())
-                });
+                let hint = hints.next().unwrap_or(ReadSetHint::None);
                 let m = Msg::Get {
                     rid,
                     reads,

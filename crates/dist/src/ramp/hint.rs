@@ -126,23 +126,19 @@ impl<'a> ReadSetFilter<'a> {
     }
 }
 
-/// The hint a RAMP client sends with the first-round GET to a server: `elsewhere` are the read
-/// set's items on other servers. A signature of them for short RAMP-F read sets, the items themselves
+/// The hint a RAMP client sends with the first-round GET to a server: `elsewhere` are the items,
+/// of a read set of `read_set` items, on other servers. A signature of them for short RAMP-F read sets, the items themselves
 /// for long ones (a saturated signature would let whole write sets through) and for short RAMP-H
 /// ones (for a long read set a saturated filter would answer more items than the filter's own size).
 pub fn read_set_hint(
     kind: RampKind,
-    reads: &[Key],
+    read_set: usize,
     elsewhere: impl Iterator<Item = Key>,
 ) -> ReadSetHint {
     match kind {
-        RampKind::Fast if reads.len() <= SMALL_READ_SET => {
-            ReadSetHint::Sig(ReadSig::of(elsewhere).0)
-        }
+        RampKind::Fast if read_set <= SMALL_READ_SET => ReadSetHint::Sig(ReadSig::of(elsewhere).0),
         RampKind::Fast => ReadSetHint::Others(elsewhere.collect()),
-        RampKind::Hybrid if reads.len() <= SMALL_READ_SET => {
-            ReadSetHint::Others(elsewhere.collect())
-        }
+        RampKind::Hybrid if read_set <= SMALL_READ_SET => ReadSetHint::Others(elsewhere.collect()),
         _ => ReadSetHint::None,
     }
 }
@@ -234,7 +230,7 @@ mod tests {
         /// as trimmed under the hint the client sends.
         fn get(&self, server: usize, reads: &[Key], kind: RampKind) -> [Vec<FirstRound>; 2] {
             let elsewhere = reads.iter().copied().filter(|&k| server_of(k) != server);
-            let hint = read_set_hint(kind, reads, elsewhere);
+            let hint = read_set_hint(kind, reads.len(), elsewhere);
             let filter = ReadSetFilter::new(&hint);
             let first = |r: ReadResult| match r {
                 ReadResult::Found { key, ts, meta, .. } => FirstRound { key, ts, meta },

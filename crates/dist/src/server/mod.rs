@@ -12,7 +12,9 @@ use rustc_hash::FxHashMap;
 use crate::epci::server::EpciState;
 use crate::expiring::Expiring;
 use crate::locking::table::{LockTable, Waiter};
-use crate::msg::{GetMode, Key, Meta, Msg, ReadResult, ReadSetHint, Ts, TxnStatus, Value};
+use crate::msg::{
+    GetMode, Key, Meta, Msg, ReadResult, ReadSetHint, Ts, TxnStatus, Value, WriteSet,
+};
 use crate::ramp::hint::ReadSetFilter;
 use phasedb_net::config::ServerSettings;
 use phasedb_net::{Addr, Transport};
@@ -23,7 +25,7 @@ const MS: u64 = 1_000_000;
 /// A transaction prepared here whose COMMIT has not arrived.
 #[derive(Clone, Debug)]
 pub(crate) struct PendingTxn {
-    pub keys: Vec<Key>,
+    pub keys: WriteSet,
     pub participants: Vec<Addr>,
     pub coordinator: Option<Addr>,
     pub prepared_at: u64,
@@ -250,7 +252,7 @@ impl PartitionServer {
         if self.pending.contains_key(&ts) {
             return true;
         }
-        let keys: Vec<Key> = writes.iter().map(|(k, _)| *k).collect();
+        let keys: WriteSet = writes.iter().map(|(k, _)| *k).collect();
         for (key, value) in writes {
             self.store.prepare(key, ts, value, meta.clone());
         }
@@ -299,7 +301,7 @@ impl PartitionServer {
         let Some(p) = self.pending.remove(&ts) else {
             return false;
         };
-        for &key in &p.keys {
+        for &key in p.keys.iter() {
             self.store.commit(key, ts, ctime, now);
         }
         self.epci.observe(ctime);
@@ -310,7 +312,7 @@ impl PartitionServer {
     /// Discards every prepared version of `ts` here and records the abort.
     pub(crate) fn abort_txn(&mut self, ts: Ts, now: u64) {
         if let Some(p) = self.pending.remove(&ts) {
-            for &key in &p.keys {
+            for &key in p.keys.iter() {
                 self.store.discard(key, ts);
             }
         }
