@@ -251,7 +251,7 @@ where
         if node.is_done() {
             break;
         }
-        poll(&events, opts.poll).await;
+        poll(&events, inject.as_ref(), opts.poll).await;
         tokio::select! {
             biased;
             _ = &mut shutdown => break,
@@ -281,16 +281,22 @@ where
     Ok(())
 }
 
-/// Waits up to `budget` for input without sleeping: each round lets the runtime poll the sockets
-/// (the connection tasks then queue what arrived) and offers the core to any other runnable thread.
-async fn poll<M>(events: &UnboundedReceiver<Event<M>>, budget: Duration) {
-    if budget.is_zero() || !events.is_empty() {
+/// Waits up to `budget` for input (from peers or injected) without sleeping: each round lets the
+/// runtime poll the sockets (the connection tasks then queue what arrived) and offers the core to any
+/// other runnable thread.
+async fn poll<M>(
+    events: &UnboundedReceiver<Event<M>>,
+    inject: Option<&UnboundedReceiver<M>>,
+    budget: Duration,
+) {
+    let idle = || events.is_empty() && inject.is_none_or(|rx| rx.is_empty());
+    if budget.is_zero() || !idle() {
         return;
     }
     let until = std::time::Instant::now() + budget;
-    while events.is_empty() && std::time::Instant::now() < until {
+    while idle() && std::time::Instant::now() < until {
         tokio::task::yield_now().await;
-        if events.is_empty() {
+        if idle() {
             std::thread::yield_now();
         }
     }
