@@ -427,14 +427,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 (group.word, group.words)
             };
             let observed = P::read_group(self.st, self.db, t, rec, layout, g, first, words)?;
-            self.st.reads.push(ReadEntry {
-                table: t,
-                group: g as u8,
-                key,
-                rec,
-                observed,
-                extra: self.st.last_extra,
-            });
+            self.record_read(t, g as u8, key, rec, observed);
             if observed & ABSENT != 0 {
                 return Ok(false);
             }
@@ -447,17 +440,30 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         let layout = self.table(t).layout();
         let observed = P::read_group(self.st, self.db, t, rec, layout, 0, 0, 0)?;
         if observed & ABSENT != 0 {
-            self.st.reads.push(ReadEntry {
-                table: t,
-                group: 0,
-                key,
-                rec,
-                observed,
-                extra: self.st.last_extra,
-            });
+            self.record_read(t, 0, key, rec, observed);
             return Ok(false);
         }
         Ok(true)
+    }
+
+    /// Adds what was observed of one column group to the read set, for validation at commit.
+    #[inline]
+    fn record_read(
+        &mut self,
+        t: TableId,
+        group: u8,
+        key: u64,
+        rec: RecordPtr<P::Meta>,
+        observed: u64,
+    ) {
+        self.st.reads.push(ReadEntry {
+            table: t,
+            group,
+            key,
+            rec,
+            observed,
+            extra: self.st.last_extra,
+        });
     }
 
     fn push_write(
@@ -547,14 +553,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 if let Some(rec) = rec {
                     let layout = self.table(t).layout();
                     let observed = P::read_group(self.st, self.db, t, rec, layout, 0, 0, 0)?;
-                    self.st.reads.push(ReadEntry {
-                        table: t,
-                        group: 0,
-                        key,
-                        rec,
-                        observed,
-                        extra: self.st.last_extra,
-                    });
+                    self.record_read(t, 0, key, rec, observed);
                     if observed & ABSENT == 0 {
                         return Err(TxError::DuplicateKey { table: t, key });
                     }
