@@ -5,6 +5,7 @@ use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
+use crate::huge_pieces::{HugePieces, Piece};
 use crate::mapping::Mapping;
 
 const EMPTY: usize = 0;
@@ -20,13 +21,15 @@ const SHARDS: usize = 1 << SHARD_BITS;
 /// than 1 (0 and 1 mark empty and removed slots).
 pub struct HashIndex {
     shards: Box<[CachePadded<Shard>]>,
+    /// Huge pages the shards' mid-sized slot arrays are carved from.
+    pieces: Arc<HugePieces>,
 }
 
 struct Shard {
     slots: AtomicPtr<Slots>,
     writer: Mutex<Counts>,
     /// The next slot array, zeroed and touched by the background thread ahead of the shard's growth.
-    spare: Arc<Mutex<Option<Mapping>>>,
+    spare: Arc<Mutex<Option<SlotMemory>>>,
 }
 
 #[derive(Default)]
@@ -37,8 +40,9 @@ struct Counts {
     spare_asked: bool,
 }
 
-/// Slot arrays at least this large are mapped, and prepared ahead of growth by the background thread.
-const MAPPED_BYTES: usize = 256 << 10;
+/// Slot arrays at least this large are mapped (pieces of huge pages up to a huge page, their own
+/// mapping beyond), and prepared ahead of growth by the background thread.
+const MAPPED_BYTES: usize = crate::huge_pieces::MIN_PIECE;
 
 struct Slots {
     mask: usize,
@@ -49,8 +53,37 @@ struct Slots {
 
 /// Where a slot array lives. An all-zero slot is empty, so zeroed memory needs no initialising.
 enum SlotMemory {
-    Boxed(#[allow(dead_code)] Box<[Slot]>),
-    Mapped(#[allow(dead_code)] Mapping),
+    Boxed(Box<[Slot]>),
+    Piece(Piece),
+    Mapped(Mapping),
+}
+
+impl SlotMemory {
+    /// Zeroed memory for `bytes` of slots (at least [`MAPPED_BYTES`]), every page faulted in if
+    /// `touch`.
+    fn mapped(bytes: usize, pieces: &Arc<HugePieces>, touch: bool) -> SlotMemory {
+        match () {
+            _ if HugePieces::fits(bytes) => SlotMemory::Piece(pieces.take(bytes, touch)),
+            _ if touch => SlotMemory::Mapped(Mapping::touched(bytes)),
+            _ => SlotMemory::Mapped(Mapping::new(bytes)),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            SlotMemory::Boxed(b) => std::mem::size_of_val(&**b),
+            SlotMemory::Piece(p) => p.len(),
+            SlotMemory::Mapped(m) => m.len(),
+        }
+    }
+
+    fn base(&self) -> *const Slot {
+        match self {
+            SlotMemory::Boxed(b) => b.as_ptr(),
+            SlotMemory::Piece(p) => p.addr() as *const Slot,
+            SlotMemory::Mapped(m) => m.addr() as *const Slot,
+        }
+    }
 }
 
 // SAFETY: `base` points into `_mem`, owned by the `Slots`; slots are atomics.
@@ -78,12 +111,16 @@ fn slot_count(cap: usize) -> usize {
 
 impl Slots {
     /// An empty array of at least `cap` slots, in `spare` if that is the right size.
-    fn with_capacity(cap: usize, spare: Option<Mapping>) -> Box<Slots> {
+    fn with_capacity(
+        cap: usize,
+        spare: Option<SlotMemory>,
+        pieces: &Arc<HugePieces>,
+    ) -> Box<Slots> {
         let cap = slot_count(cap);
         let bytes = cap * std::mem::size_of::<Slot>();
         let mem = match spare {
-            Some(m) if m.len() == bytes => SlotMemory::Mapped(m),
-            _ if bytes >= MAPPED_BYTES => SlotMemory::Mapped(Mapping::new(bytes)),
+            Some(m) if m.len() == bytes => m,
+            _ if bytes >= MAPPED_BYTES => SlotMemory::mapped(bytes, pieces, false),
             _ => SlotMemory::Boxed(
                 (0..cap)
                     .map(|_| Slot {
@@ -93,13 +130,9 @@ impl Slots {
                     .collect(),
             ),
         };
-        let base = match &mem {
-            SlotMemory::Boxed(b) => b.as_ptr(),
-            SlotMemory::Mapped(m) => m.addr() as *const Slot,
-        };
         Box::new(Slots {
             mask: cap - 1,
-            base,
+            base: mem.base(),
             _mem: mem,
         })
     }
@@ -152,16 +185,18 @@ impl HashIndex {
     /// An index sized for about `capacity` keys without growing.
     pub fn with_capacity(capacity: usize) -> HashIndex {
         let per_shard = (capacity / SHARDS + 1) * 3 / 2;
+        let pieces = Arc::new(HugePieces::default());
         let shards = (0..SHARDS)
             .map(|_| {
+                let slots = Slots::with_capacity(per_shard, None, &pieces);
                 CachePadded::new(Shard {
-                    slots: AtomicPtr::new(Box::into_raw(Slots::with_capacity(per_shard, None))),
+                    slots: AtomicPtr::new(Box::into_raw(slots)),
                     writer: Mutex::new(Counts::default()),
                     spare: Arc::new(Mutex::new(None)),
                 })
             })
             .collect();
-        HashIndex { shards }
+        HashIndex { shards, pieces }
     }
 
     #[inline]
@@ -217,14 +252,14 @@ impl HashIndex {
             let slots = if (counts.used + 1) * 4 > (slots.mask + 1) * 3 {
                 counts.used = counts.live;
                 counts.spare_asked = false;
-                Self::grow(shard, slots, counts.live + 1, guard)
+                self.grow(shard, slots, counts.live + 1, guard)
             } else {
                 slots
             };
             slots.place(key, h, value);
             counts.used += 1;
             counts.live += 1;
-            Self::ask_spare(shard, &mut counts, slots.mask + 1);
+            self.ask_spare(shard, &mut counts, slots.mask + 1);
         }
         result
     }
@@ -233,15 +268,15 @@ impl HashIndex {
     /// growth will want if nothing is removed meanwhile), so that growing does not fault in fresh
     /// pages on the inserting thread.
     #[inline]
-    fn ask_spare(shard: &Shard, counts: &mut Counts, cap: usize) {
+    fn ask_spare(&self, shard: &Shard, counts: &mut Counts, cap: usize) {
         let bytes = 2 * cap * std::mem::size_of::<Slot>();
         if counts.spare_asked || counts.used * 2 < cap || bytes < MAPPED_BYTES {
             return;
         }
         counts.spare_asked = true;
-        let spare = shard.spare.clone();
+        let (spare, pieces) = (shard.spare.clone(), self.pieces.clone());
         crate::prefault::submit(Box::new(move || {
-            let m = Mapping::touched(bytes);
+            let m = SlotMemory::mapped(bytes, &pieces, true);
             *spare.lock() = Some(m);
         }));
     }
@@ -273,9 +308,9 @@ impl HashIndex {
         }
     }
 
-    fn grow<'g>(shard: &Shard, old: &Slots, live: usize, guard: &'g Guard) -> &'g Slots {
+    fn grow<'g>(&self, shard: &Shard, old: &Slots, live: usize, guard: &'g Guard) -> &'g Slots {
         let spare = shard.spare.lock().take();
-        let fresh = Slots::with_capacity(live * 2, spare);
+        let fresh = Slots::with_capacity(live * 2, spare, &self.pieces);
         for slot in old.all() {
             let v = slot.value.load(Ordering::Relaxed);
             if v > TOMBSTONE {
@@ -393,6 +428,8 @@ mod tests {
         }
         assert_eq!(idx.len(), n as usize);
         assert!(idx.memory_bytes() >= SHARDS * MAPPED_BYTES);
+        // About 23K keys a shard: 1 MiB arrays, carved from huge pages.
+        assert!(idx.pieces.mapped_bytes() >= idx.memory_bytes());
         assert!((0..n).all(|k| idx.get(k, &guard) == Some(k as usize * 8 + 8)));
     }
 

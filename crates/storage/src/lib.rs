@@ -11,6 +11,7 @@ compile_error!("phasedb stores rows as little-endian words");
 
 mod arena;
 mod hash_index;
+mod huge_pieces;
 mod key;
 mod mapping;
 pub mod ordered;
