@@ -1,6 +1,6 @@
 //! Storage layer of phasedb: schemas with typed fixed-width columns grouped into column groups, tables of
-//! records with stable addresses, a primary hash index, an optional ordered index, and epoch-based
-//! reclamation of unlinked records.
+//! records with stable addresses, found by a hash index, an ordered index (a B+-tree with optimistic
+//! lock coupling) or both, and epoch-based reclamation of unlinked records.
 //!
 //! Storage knows nothing of transactions. Every column group of every record carries one value of a
 //! metadata type `M` chosen by the layer above (a concurrency-control protocol); storage only allocates
@@ -10,6 +10,10 @@
 compile_error!("phasedb stores rows as little-endian words");
 
 mod arena;
+mod btree;
+#[cfg(test)]
+#[path = "btree/tests.rs"]
+mod btree_tests;
 mod hash_index;
 mod huge_pieces;
 mod key;
@@ -21,8 +25,10 @@ mod prefetch;
 mod record;
 mod row;
 mod schema;
+mod sync;
 mod table;
 
+pub use btree::BTree;
 pub use crossbeam_epoch::{Guard, pin};
 pub use hash_index::HashIndex;
 pub use key::CompositeKey;
@@ -32,4 +38,4 @@ pub use row::{RowBuf, RowView, Value, merge_columns};
 pub use schema::{
     Column, ColumnId, ColumnType, Group, Schema, SchemaBuilder, SchemaError, WordSpan,
 };
-pub use table::{InsertOutcome, Table, TableId, TableSpec};
+pub use table::{Indexes, InsertOutcome, Table, TableId, TableSpec};

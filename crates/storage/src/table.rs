@@ -9,15 +9,28 @@ use crate::schema::Schema;
 /// Identifies a table within a database.
 pub type TableId = u32;
 
-/// What a table is made of: name, schema, expected size, and whether it needs range scans.
+/// What a table is made of: name, schema, expected size, and its indexes.
 #[derive(Clone, Debug)]
 pub struct TableSpec {
     pub name: String,
     pub schema: Schema,
     /// Expected number of rows; the hash index is sized for it and grows past it.
     pub capacity: usize,
-    /// Keep an ordered index too, for range scans.
-    pub ordered: bool,
+    /// How rows are found.
+    pub indexes: Indexes,
+}
+
+/// The indexes of a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Indexes {
+    /// A hash index: point lookups only, in one probe.
+    Hash,
+    /// A hash index for point lookups and an ordered index for range scans.
+    HashAndOrdered,
+    /// An ordered index alone, for both. A lookup descends the tree, but inserts of keys that arrive
+    /// in order (order ids, sequence numbers) go to the few leaves at the ends of their runs, which
+    /// stay in the cache, where a hash index puts each in a random slot.
+    Ordered,
 }
 
 impl TableSpec {
@@ -27,13 +40,19 @@ impl TableSpec {
             name: name.to_string(),
             schema,
             capacity,
-            ordered: false,
+            indexes: Indexes::Hash,
         }
     }
 
     /// Also keep an ordered index, for range scans.
     pub fn ordered(mut self) -> TableSpec {
-        self.ordered = true;
+        self.indexes = Indexes::HashAndOrdered;
+        self
+    }
+
+    /// Keep only an ordered index (see [`Indexes::Ordered`]).
+    pub fn ordered_only(mut self) -> TableSpec {
+        self.indexes = Indexes::Ordered;
         self
     }
 }
@@ -47,16 +66,19 @@ pub enum InsertOutcome<M> {
     Exists(RecordPtr<M>),
 }
 
-/// A table: records of one schema with metadata `M` per column group, found by a primary hash index
-/// and, optionally, an ordered index. Linked records keep their address until unlinked; unlinked records
-/// are freed once no epoch guard can still see them.
+/// A table: records of one schema with metadata `M` per column group, found by a hash index, an
+/// ordered index, or both (see [`Indexes`]). Where there are both, the hash index is the primary one:
+/// its shard lock orders inserts and removals of a key, and the ordered index follows it. Linked
+/// records keep their address until unlinked; unlinked records are freed once no epoch guard can
+/// still see them.
 pub struct Table<M> {
     id: TableId,
     name: String,
     schema: Schema,
     layout: RecordLayout,
     arena: RecordArena,
-    hash: HashIndex,
+    /// At least one of the two.
+    hash: Option<HashIndex>,
     ordered: Option<OrderedIndex>,
     _meta: std::marker::PhantomData<M>,
 }
@@ -73,8 +95,9 @@ impl<M: Send + Sync> Table<M> {
             id,
             arena: RecordArena::new(layout.size(), layout.align()),
             layout,
-            hash: HashIndex::with_capacity(spec.capacity),
-            ordered: spec.ordered.then(OrderedIndex::default),
+            hash: (spec.indexes != Indexes::Ordered)
+                .then(|| HashIndex::with_capacity(spec.capacity)),
+            ordered: (spec.indexes != Indexes::Hash).then(OrderedIndex::default),
             name: spec.name,
             schema: spec.schema,
             _meta: std::marker::PhantomData,
@@ -109,16 +132,42 @@ impl<M: Send + Sync> Table<M> {
     /// The record linked under `key`.
     #[inline]
     pub fn get(&self, key: u64, guard: &Guard) -> Option<RecordPtr<M>> {
+        let addr = match &self.hash {
+            Some(hash) => hash.get(key, guard),
+            None => self.ordered().get(key, guard),
+        };
         // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
-        self.hash
-            .get(key, guard)
-            .map(|a| unsafe { RecordPtr::from_addr(a) })
+        addr.map(|a| unsafe { RecordPtr::from_addr(a) })
     }
 
-    /// Starts loading the index slot of `key` into the cache (first step of a batched lookup).
+    /// The ordered index of a table without a hash index.
+    #[inline]
+    fn ordered(&self) -> &OrderedIndex {
+        self.ordered
+            .as_ref()
+            .expect("a table without a hash index has an ordered one")
+    }
+
+    /// Starts loading the index entry of `key` into the cache (first step of a batched lookup): its
+    /// hash slot, or its leaf in a table with only an ordered index.
     #[inline]
     pub fn prefetch_slot(&self, key: u64, guard: &Guard) {
-        self.hash.prefetch(key, guard);
+        match &self.hash {
+            Some(hash) => hash.prefetch(key, guard),
+            None => self.ordered().prefetch(key, guard),
+        }
+    }
+
+    /// Starts loading into the cache where an insert of `key` will go in each index: its hash slot,
+    /// and the ordered index's leaf.
+    #[inline]
+    pub fn prefetch_insert(&self, key: u64, guard: &Guard) {
+        if let Some(hash) = &self.hash {
+            hash.prefetch(key, guard);
+        }
+        if let Some(ordered) = &self.ordered {
+            ordered.prefetch(key, guard);
+        }
     }
 
     /// Looks `key` up and starts loading its record's metadata and row into the cache (second step of
@@ -155,7 +204,7 @@ impl<M: Send + Sync> Table<M> {
         meta: impl FnMut(usize) -> M,
         row: Option<&[u64]>,
     ) -> InsertOutcome<M> {
-        self.hash.upsert_with(key, guard, |current| match current {
+        let link = |current: Option<usize>| match current {
             // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
             Some(addr) => (
                 None,
@@ -163,15 +212,22 @@ impl<M: Send + Sync> Table<M> {
             ),
             None => {
                 let rec = RecordPtr::allocate(&self.layout, &self.arena, meta, row);
-                if let Some(ordered) = &self.ordered {
-                    let fresh = ordered.insert(key, rec.addr(), guard);
-                    debug_assert!(
-                        fresh,
-                        "ordered index agrees with the hash index under the shard lock"
-                    );
-                }
                 (Some(rec.addr()), InsertOutcome::Inserted(rec))
             }
+        };
+        let Some(hash) = &self.hash else {
+            return self.ordered().upsert_with(key, guard, link);
+        };
+        hash.upsert_with(key, guard, |current| {
+            let (insert, outcome) = link(current);
+            if let (Some(addr), Some(ordered)) = (insert, &self.ordered) {
+                let fresh = ordered.insert(key, addr, guard);
+                debug_assert!(
+                    fresh,
+                    "ordered index agrees with the hash index under the shard lock"
+                );
+            }
+            (insert, outcome)
         })
     }
 
@@ -188,17 +244,22 @@ impl<M: Send + Sync> Table<M> {
     ) -> bool {
         // SAFETY: `decide` is called only while the index maps `key` to `addr`, so the record is linked.
         let rec = || unsafe { RecordPtr::from_addr(addr) };
-        let removed = self.hash.remove_if(
-            key,
-            addr,
-            guard,
-            || decide(rec()),
-            || {
-                if let Some(ordered) = &self.ordered {
-                    ordered.remove(key, addr, guard);
-                }
-            },
-        );
+        let removed = match &self.hash {
+            Some(hash) => hash.remove_if(
+                key,
+                addr,
+                guard,
+                || decide(rec()),
+                || {
+                    if let Some(ordered) = &self.ordered {
+                        ordered.remove(key, addr, guard);
+                    }
+                },
+            ),
+            None => self
+                .ordered()
+                .remove_if(key, addr, guard, || decide(rec()), || ()),
+        };
         if removed {
             let (layout, arena) = (self.layout, self.arena.handle());
             let rec = rec();
@@ -237,14 +298,22 @@ impl<M: Send + Sync> Table<M> {
     /// Calls `f(key, record)` on every linked record, in no particular order.
     pub fn for_each(&self, guard: &Guard, mut f: impl FnMut(u64, RecordPtr<M>)) {
         // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
-        self.hash.for_each(guard, |key, addr| {
-            f(key, unsafe { RecordPtr::from_addr(addr) })
-        });
+        let mut visit = |key, addr| f(key, unsafe { RecordPtr::from_addr(addr) });
+        match &self.hash {
+            Some(hash) => hash.for_each(guard, visit),
+            None => self.ordered().scan(0, u64::MAX, guard, |key, addr| {
+                visit(key, addr);
+                true
+            }),
+        }
     }
 
-    /// Number of linked records.
+    /// Number of linked records (a walk of the tree in a table with only an ordered index).
     pub fn len(&self) -> usize {
-        self.hash.len()
+        match &self.hash {
+            Some(hash) => hash.len(),
+            None => self.ordered().len(&crossbeam_epoch::pin()),
+        }
     }
 
     /// Whether no record is linked.
@@ -252,9 +321,12 @@ impl<M: Send + Sync> Table<M> {
         self.len() == 0
     }
 
-    /// Approximate bytes used by the records (before allocator overhead) and the hash index.
+    /// Approximate bytes used by the records (before allocator overhead) and the indexes.
     pub fn memory_bytes(&self) -> usize {
-        self.len() * self.layout.size() + self.hash.memory_bytes()
+        let hash = self.hash.as_ref().map_or(0, HashIndex::memory_bytes);
+        let ordered =
+            (self.ordered.as_ref()).map_or(0, |o| o.memory_bytes(&crossbeam_epoch::pin()));
+        self.len() * self.layout.size() + hash + ordered
     }
 }
 
@@ -262,11 +334,17 @@ impl<M> Drop for Table<M> {
     fn drop(&mut self) {
         let guard = crossbeam_epoch::pin();
         let layout = self.layout;
-        self.hash.for_each(&guard, |_, addr| {
-            // SAFETY: the table is being dropped, so nobody else can reach its linked records; their
-            // memory goes with the arena.
-            unsafe { RecordPtr::<M>::from_addr(addr).drop_meta(&layout) }
-        });
+        // SAFETY: the table is being dropped, so nobody else can reach its linked records; their
+        // memory goes with the arena.
+        let drop_meta = |addr| unsafe { RecordPtr::<M>::from_addr(addr).drop_meta(&layout) };
+        match (&self.hash, &self.ordered) {
+            (Some(hash), _) => hash.for_each(&guard, |_, addr| drop_meta(addr)),
+            (None, Some(ordered)) => ordered.scan(0, u64::MAX, &guard, |_, addr| {
+                drop_meta(addr);
+                true
+            }),
+            (None, None) => {}
+        }
     }
 }
 
@@ -276,19 +354,24 @@ mod tests {
     use crate::schema::ColumnType;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    fn table(ordered: bool) -> Table<AtomicU64> {
+    fn table(indexes: Indexes) -> Table<AtomicU64> {
         let schema = Schema::builder()
             .column("v", ColumnType::U64, 0)
             .build()
             .unwrap();
         let mut spec = TableSpec::new("t", schema, 4);
-        spec.ordered = ordered;
+        spec.indexes = indexes;
         Table::new(0, spec)
     }
 
     #[test]
     fn insert_lookup_scan_unlink() {
-        let t = table(true);
+        for indexes in [Indexes::HashAndOrdered, Indexes::Ordered] {
+            insert_lookup_scan_unlink_with(table(indexes));
+        }
+    }
+
+    fn insert_lookup_scan_unlink_with(t: Table<AtomicU64>) {
         let guard = crossbeam_epoch::pin();
         for k in [5u64, 1, 9, 3] {
             match t.insert_with(k, &guard, |_| AtomicU64::new(k), Some(&[k * 10])) {

@@ -342,6 +342,16 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         }
     }
 
+    /// Hints that the transaction will insert rows `keys` into table `t`: issues cache prefetches of
+    /// where each index will place them (the hash slots, and the ordered index's leaves). Changes
+    /// nothing and registers nothing.
+    pub fn prefetch_insert(&self, t: TableId, keys: impl Iterator<Item = u64>) {
+        let table = self.table(t);
+        for k in keys {
+            table.prefetch_insert(k, self.guard);
+        }
+    }
+
     /// Reads every column of the row `key` of table `t`; `None` if it does not exist.
     #[inline]
     pub fn get(&mut self, t: TableId, key: u64) -> TxResult<Option<RowView<'_>>> {

@@ -111,15 +111,15 @@ pub fn run<P: Protocol>(tx: &mut Tx<'_, '_, P>, t: &Tables, input: &Input) -> Tx
         tx.update(t.district, key, |r| r.set_u64(D_NEXT_O_ID, o_id + 1))?;
         (d_tax, o_id as u32)
     };
-    // The new rows' index slots are cold: start loading them all at once (there are no records to
-    // load yet).
-    tx.prefetch_index(t.order, std::iter::once(order_key(w, d, o_id)));
-    tx.prefetch_index(t.new_order, std::iter::once(order_key(w, d, o_id)));
-    tx.prefetch_index(
+    // Where the new rows go in the indexes is cold: start loading it all at once (there are no
+    // records to load yet).
+    tx.prefetch_insert(t.order, std::iter::once(order_key(w, d, o_id)));
+    tx.prefetch_insert(t.new_order, std::iter::once(order_key(w, d, o_id)));
+    tx.prefetch_insert(
         t.order_customer,
         std::iter::once(order_customer_key(w, d, input.c_id, o_id)),
     );
-    tx.prefetch_index(
+    tx.prefetch_insert(
         t.order_line,
         (1..=lines.len() as u32).map(|n| order_line_key(w, d, o_id, n)),
     );

@@ -289,16 +289,17 @@ pub struct Tables {
 
 impl Tables {
     /// Creates the tables for `warehouses` warehouses, sized for the initial population plus room to
-    /// grow, with ordered indexes where transactions scan: new orders (Delivery), and the last-name
-    /// and by-customer indexes (Payment, OrderStatus). Orders and order lines have none: readers
-    /// know the order id (from the district or the by-customer index) and the line count
-    /// (`O_OL_CNT`), and look them up by key, which spares NewOrder eleven ordered inserts.
+    /// grow. Tables read by key have a hash index: orders and order lines (readers know the order id,
+    /// from the district or the by-customer index, and the line count, `O_OL_CNT`), and history,
+    /// which is only inserted into. Tables that are scanned and never looked up by key have only an
+    /// ordered index: new orders (Delivery), and the last-name and by-customer indexes (Payment,
+    /// OrderStatus).
     pub fn create<P: Protocol>(db: &mut Database<P>, warehouses: u32, fine: bool) -> Tables {
         let w = warehouses as usize;
         let per_d = (DISTRICTS * CUSTOMERS) as usize * w;
         let mut t = |name: &str, cols: &[Col], capacity: usize, ordered: bool| {
             let spec = TableSpec::new(name, schema(cols, fine), capacity);
-            db.create_table(if ordered { spec.ordered() } else { spec })
+            db.create_table(if ordered { spec.ordered_only() } else { spec })
         };
         Tables {
             warehouse: t("warehouse", warehouse::COLUMNS, w, false),
