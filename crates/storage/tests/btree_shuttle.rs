@@ -52,6 +52,7 @@ fn writer(t: &Tree, collector: &Collector, keys: &[u64]) {
     let handle = collector.register();
     for &k in keys {
         let guard = handle.pin();
+        t.prefetch(k, &guard);
         assert!(t.insert(k, value(k), &guard), "insert {k}");
         assert_eq!(t.get(k, &guard), Some(value(k)));
     }

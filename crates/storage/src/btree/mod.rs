@@ -153,12 +153,35 @@ impl<const L: usize, const N: usize> BTree<L, N> {
     }
 
     /// Starts loading into the cache the leaf whose range holds `key`, where an insert of `key` will
-    /// go, so that its cache misses overlap other work. Changes nothing; gives up if the path is
-    /// being written.
+    /// go, so that its cache misses overlap other work: descends the inner nodes and prefetches the
+    /// leaf without waiting for it. Changes nothing; gives up if the path is being written.
     #[inline]
     pub fn prefetch(&self, key: u64, _guard: &Guard) {
-        if let Ok(r) = self.descend(key, false) {
-            r.leaf.prefetch();
+        let _ = self.try_prefetch(key);
+    }
+
+    #[inline]
+    fn try_prefetch(&self, key: u64) -> Result<(), Restart> {
+        let mut node = self.root.load(Ordering::Acquire);
+        loop {
+            // SAFETY: reached from the root through nodes whose versions were confirmed after their
+            // child was read; the caller's guard keeps them alive.
+            let h = unsafe { &*node };
+            if h.is_leaf() {
+                Leaf::<L>::prefetch(node);
+                return Ok(());
+            }
+            let version = h.lock.read()?;
+            // SAFETY: the header says it is an inner node.
+            let inner = unsafe { Inner::<N>::of(node) };
+            let n = inner.count();
+            let child = inner.child(inner.child_pos(n, key));
+            inner.h.lock.check(version)?;
+            if h.level() == 1 {
+                Leaf::<L>::prefetch(child);
+                return Ok(());
+            }
+            node = child;
         }
     }
 
@@ -197,7 +220,7 @@ impl<const L: usize, const N: usize> BTree<L, N> {
         let mut parent: Option<(&Inner<N>, u64)> = None;
         let mut upper = None;
         // SAFETY: as above, for every node the loop reaches.
-        while !unsafe { &*node }.leaf {
+        while !unsafe { &*node }.is_leaf() {
             // SAFETY: the header says it is an inner node.
             let inner = unsafe { Inner::<N>::of(node) };
             if split_full && inner.full() {
@@ -318,7 +341,7 @@ impl<const L: usize, const N: usize> BTree<L, N> {
         let node = &r.leaf.h as *const Header as *mut Header;
         self.lock_for_split(&r.leaf.h, node, r.version, r.parent)?;
         let (sep, right) = r.leaf.split(key);
-        self.link_split(node, sep, Box::into_raw(right) as *mut Header, r.parent);
+        self.link_split(0, node, sep, Box::into_raw(right) as *mut Header, r.parent);
         r.leaf.h.lock.unlock(r.version);
         if let Some((p, pv)) = r.parent {
             p.h.lock.unlock(pv);
@@ -336,7 +359,14 @@ impl<const L: usize, const N: usize> BTree<L, N> {
         let node = &inner.h as *const Header as *mut Header;
         self.lock_for_split(&inner.h, node, version, parent)?;
         let (sep, right) = inner.split();
-        self.link_split(node, sep, Box::into_raw(right) as *mut Header, parent);
+        let level = inner.h.level();
+        self.link_split(
+            level,
+            node,
+            sep,
+            Box::into_raw(right) as *mut Header,
+            parent,
+        );
         inner.h.lock.unlock(version);
         if let Some((p, pv)) = parent {
             p.h.lock.unlock(pv);
@@ -372,9 +402,11 @@ impl<const L: usize, const N: usize> BTree<L, N> {
         Ok(())
     }
 
-    /// Links `right`, split off `left`, into the parent, or under a new root.
+    /// Links `right`, split off `left` (both of height `level`), into the parent, or under a new
+    /// root.
     fn link_split(
         &self,
+        level: u8,
         left: *mut Header,
         sep: u64,
         right: *mut Header,
@@ -383,7 +415,7 @@ impl<const L: usize, const N: usize> BTree<L, N> {
         match parent {
             Some((p, _)) => p.insert_child(sep, right),
             None => {
-                let root = Inner::<N>::root(sep, left, right);
+                let root = Inner::<N>::root(level, sep, left, right);
                 self.root
                     .store(Box::into_raw(root) as *mut Header, Ordering::Release);
             }
@@ -409,7 +441,7 @@ impl<const L: usize, const N: usize> BTree<L, N> {
             return Err(Restart);
         }
         // SAFETY: as in `descend`.
-        while !unsafe { &*p.leaf }.leaf {
+        while !unsafe { &*p.leaf }.is_leaf() {
             // SAFETY: the header says it is an inner node.
             let inner = unsafe { Inner::<N>::of(p.leaf) };
             let n = inner.count();
@@ -586,7 +618,7 @@ impl<const L: usize, const N: usize> Drop for BTree<L, N> {
             // SAFETY: the tree is owned exclusively; every reachable node is live and was allocated by
             // `Box` as the kind its header says.
             unsafe {
-                if (*node).leaf {
+                if (*node).is_leaf() {
                     drop(Box::from_raw(node as *mut Leaf<L>));
                 } else {
                     let inner = Inner::<N>::of(node);

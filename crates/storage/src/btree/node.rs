@@ -11,17 +11,28 @@ pub(super) struct Header {
     pub(super) lock: VersionLock,
     /// Keys held: entries of a leaf, separators of an inner node (which has one more child).
     count: AtomicU32,
-    pub(super) leaf: bool,
+    /// Height above the leaves: 0 for a leaf, 1 for an inner node whose children are leaves.
+    level: u8,
 }
 
 impl Header {
     /// The header of a new, empty node.
-    fn new(leaf: bool) -> Header {
+    fn new(level: u8) -> Header {
         Header {
             lock: VersionLock::new(),
             count: AtomicU32::new(0),
-            leaf,
+            level,
         }
+    }
+
+    #[inline]
+    pub(super) fn is_leaf(&self) -> bool {
+        self.level == 0
+    }
+
+    #[inline]
+    pub(super) fn level(&self) -> u8 {
+        self.level
     }
 
     /// The number of keys, as far as a reader can trust it (never above the capacity `cap`).
@@ -138,13 +149,13 @@ impl<const L: usize> Leaf<L> {
     /// A new empty leaf.
     pub(super) fn new() -> Box<Leaf<L>> {
         Box::new(Leaf {
-            h: Header::new(true),
+            h: Header::new(0),
             keys: zeros(|| AtomicU64::new(0)),
             values: zeros(|| AtomicUsize::new(0)),
         })
     }
 
-    /// The leaf of a header whose `leaf` flag is set.
+    /// The leaf of a header of level 0.
     ///
     /// # Safety
     /// `h` heads a live `Leaf<L>`.
@@ -175,10 +186,10 @@ impl<const L: usize> Leaf<L> {
         self.values[i].load(Ordering::Relaxed)
     }
 
-    /// Starts loading the whole leaf into the cache.
+    /// Starts loading the whole leaf headed by `h` into the cache, without reading it.
     #[inline]
-    pub(super) fn prefetch(&self) {
-        let start = self as *const Leaf<L> as usize;
+    pub(super) fn prefetch(h: *const Header) {
+        let start = h as usize;
         for line in (start & !63..start + std::mem::size_of::<Leaf<L>>()).step_by(64) {
             crate::prefetch::line(line as *const u8);
         }
@@ -219,18 +230,24 @@ impl<const L: usize> Leaf<L> {
 }
 
 impl<const N: usize> Inner<N> {
-    /// A new inner node with no children.
-    fn new() -> Box<Inner<N>> {
+    /// A new inner node with no children, at height `level`.
+    fn new(level: u8) -> Box<Inner<N>> {
         Box::new(Inner {
-            h: Header::new(false),
+            h: Header::new(level),
             keys: zeros(|| AtomicU64::new(0)),
             children: zeros(|| AtomicPtr::new(std::ptr::null_mut())),
         })
     }
 
-    /// An inner node with separator `sep` between children `left` and `right`: a new root.
-    pub(super) fn root(sep: u64, left: *mut Header, right: *mut Header) -> Box<Inner<N>> {
-        let inner = Inner::<N>::new();
+    /// An inner node with separator `sep` between children `left` and `right` of height
+    /// `child_level`: a new root.
+    pub(super) fn root(
+        child_level: u8,
+        sep: u64,
+        left: *mut Header,
+        right: *mut Header,
+    ) -> Box<Inner<N>> {
+        let inner = Inner::<N>::new(child_level + 1);
         inner.keys[0].put(sep);
         inner.children[0].put(left);
         inner.children[1].put(right);
@@ -238,7 +255,7 @@ impl<const N: usize> Inner<N> {
         inner
     }
 
-    /// The inner node of a header whose `leaf` flag is clear.
+    /// The inner node of a header of a level above 0.
     ///
     /// # Safety
     /// `h` heads a live `Inner<N>`.
@@ -305,7 +322,7 @@ impl<const N: usize> Inner<N> {
     /// Splits the full, locked node: the upper half of its children go to a new node, returned with
     /// the separator that moves up to the parent.
     pub(super) fn split(&self) -> (u64, Box<Inner<N>>) {
-        let right = Inner::<N>::new();
+        let right = Inner::<N>::new(self.h.level);
         let n = self.count();
         let mid = n / 2;
         for i in mid + 1..n {

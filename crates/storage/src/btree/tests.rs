@@ -65,6 +65,7 @@ fn agrees_with_model<const L: usize, const N: usize>(ops: &[Op]) {
         let value = i + 1;
         match *op {
             Op::Insert(k) => {
+                t.prefetch(k, &guard);
                 let fresh = !model.contains_key(&k);
                 assert_eq!(t.insert(k, value, &guard), fresh, "insert {k}");
                 model.entry(k).or_insert(value);

@@ -101,6 +101,8 @@ pub fn run<P: Protocol>(
 ) -> TxResult<Output> {
     let (w, d) = (input.w_id, input.d_id);
     let amount = input.amount;
+    // Where the history row goes is cold and known from the start.
+    tx.prefetch_insert(t.history, std::iter::once(input.history_key));
     if let by::CustomerBy::Id(c) = input.customer {
         let key = customer_key(input.c_w_id, input.c_d_id, c);
         tx.prefetch_columns(t.customer, std::iter::once(key), CUSTOMER_COLUMNS);
