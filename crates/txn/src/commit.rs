@@ -158,7 +158,7 @@ pub(crate) fn lock_writes<P: Protocol<Meta: TidMeta>>(
             });
         }
     }
-    st.locks.sort_unstable_by_key(|l| (l.rec.addr(), l.group));
+    st.locks.sort_unstable_by_key(LockEntry::order);
     for i in 0..st.locks.len() {
         let l = &st.locks[i];
         if l.held {

