@@ -180,13 +180,9 @@ impl Schema {
 
     /// Bit mask of the groups holding the columns in `columns`.
     pub fn groups_of(&self, columns: u64) -> u32 {
-        let mut mask = 0u32;
-        for (g, group) in self.groups.iter().enumerate() {
-            if group.columns & columns != 0 {
-                mask |= 1 << g;
-            }
-        }
-        mask
+        self.groups.iter().enumerate().fold(0, |mask, (g, group)| {
+            mask | (((group.columns & columns != 0) as u32) << g)
+        })
     }
 
     /// The same columns with every column in one group (coarse-grained metadata).

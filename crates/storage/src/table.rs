@@ -175,7 +175,7 @@ impl<M: Send + Sync> Table<M> {
     #[inline]
     pub fn prefetch_record(&self, key: u64, guard: &Guard) {
         if let Some(rec) = self.get(key, guard) {
-            rec.prefetch(&self.layout, 0, self.schema.row_words());
+            rec.prefetch(&self.layout);
         }
     }
 
