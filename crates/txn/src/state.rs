@@ -150,9 +150,11 @@ pub struct TxState<M> {
     pub slot: usize,
     /// Set by a protocol's `read_group` for the read being registered (TicToc: the read timestamp).
     pub last_extra: u64,
-    /// The row last read by a point read that registered its group 0 (so its existence), as
-    /// (table, key, record): an update of that row right after needs no second lookup.
-    pub last_read: Option<(TableId, u64, RecordPtr<M>)>,
+    /// The row last read by a point read, as (table, key, record, whether the read registered group
+    /// 0 and so the row's existence): an update of that row right after, if it did, needs no second
+    /// lookup. Set after every point read, whichever groups it read, so that which group a read hit
+    /// (random under fine groups) is not a branch.
+    pub last_read: Option<(TableId, u64, RecordPtr<M>, bool)>,
     /// The id of the worker running the transaction: the core id of ordered tuples it writes.
     pub worker: u32,
     /// A column's bytes during a splittable operation's read-modify-write.

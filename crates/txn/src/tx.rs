@@ -177,7 +177,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         }
         let rec = match self.st.last_read.take() {
             // Just read, existence included, and registered: no need to look it up again.
-            Some((lt, lk, rec)) if lt == t && lk == key => rec,
+            Some((lt, lk, rec, exists)) if lk == key && lt == t && exists => rec,
             _ => match self.present_record(t, key)? {
                 Some(rec) => rec,
                 None => return Ok(None),
@@ -396,9 +396,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         if !self.read_record(t, key, rec, groups, cols)? {
             return Ok(None);
         }
-        if groups & 1 != 0 {
-            self.st.last_read = Some((t, key, rec));
-        }
+        self.st.last_read = Some((t, key, rec, groups & 1 != 0));
         if let Some(w) = own {
             crate::commute::resolve_on_read(self.st, schema, w, cols);
             let entry = &self.st.writes[w];
