@@ -178,11 +178,17 @@ impl Schema {
         (1u32 << self.groups.len()) - 1
     }
 
-    /// Bit mask of the groups holding the columns in `columns`.
+    /// Bit mask of the groups holding the columns in `columns`. Called several times per access, so
+    /// the usual one- and two-group schemas (coarse and fine metadata) take a path without a loop.
+    #[inline]
     pub fn groups_of(&self, columns: u64) -> u32 {
-        self.groups.iter().enumerate().fold(0, |mask, (g, group)| {
-            mask | (((group.columns & columns != 0) as u32) << g)
-        })
+        let g = &self.groups;
+        let bit = |i: usize| ((g[i].columns & columns != 0) as u32) << i;
+        match g.len() {
+            1 => bit(0),
+            2 => bit(0) | bit(1),
+            n => (0..n).fold(0, |mask, i| mask | bit(i)),
+        }
     }
 
     /// The same columns with every column in one group (coarse-grained metadata).
@@ -275,6 +281,24 @@ impl SchemaBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_of_matches_the_groups_columns_for_any_group_count() {
+        for n in 1..=5 {
+            let mut b = Schema::builder();
+            for c in 0..7 {
+                b = b.column(&format!("c{c}"), ColumnType::U64, c % n);
+            }
+            let s = b.build().unwrap();
+            assert_eq!(s.groups().len(), n);
+            for cols in 0..1u64 << 7 {
+                let want = (0..n)
+                    .filter(|&g| (0..7).any(|c| c % n == g && cols & (1 << c) != 0))
+                    .fold(0u32, |m, g| m | 1 << g);
+                assert_eq!(s.groups_of(cols), want, "{n} groups, columns {cols:#b}");
+            }
+        }
+    }
 
     #[test]
     fn groups_are_word_aligned_and_packed() {
