@@ -322,11 +322,18 @@ mod tests {
         /// locks in one global order.
         #[test]
         fn packed_lock_order_is_address_then_group(
-            a in 0usize..1 << 56, b in 0usize..1 << 56, ga: u8, gb: u8, near in 0usize..64
+            a in 0usize..1 << 56,
+            b in 0usize..1 << 56,
+            ga: u8,
+            gb: u8,
+            near in 0usize..64,
         ) {
-            let pairs = [((a, ga), (b, gb)), ((a, ga), (a, gb)), ((a, ga), (a.saturating_add(near) & ((1 << 56) - 1), gb))];
-            for ((x, gx), (y, gy)) in pairs {
-                prop_assert_eq!(pack_order(x, gx).cmp(&pack_order(y, gy)), (x, gx).cmp(&(y, gy)));
+            let close = (a + near) % (1 << 56);
+            for (x, y) in [(a, b), (a, a), (a, close)] {
+                prop_assert_eq!(
+                    pack_order(x, ga).cmp(&pack_order(y, gb)),
+                    (x, ga).cmp(&(y, gb))
+                );
             }
         }
     }
