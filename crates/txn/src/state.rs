@@ -75,16 +75,11 @@ pub struct LockEntry<M> {
     pub held: bool,
 }
 
-/// Where group `g` of `rec` stands in the global lock order: by record address, then group, packed
-/// into one word so that sorting a commit's locks compares integers (user-space addresses fit in
-/// 56 bits, groups in 8).
+/// Where group `g` of the record at address `addr` stands in the global lock order: by address, then
+/// group, packed into one word so that sorting a commit's locks compares integers (user-space
+/// addresses fit in 56 bits, groups in 8).
 #[inline]
-pub fn lock_order<M>(rec: RecordPtr<M>, g: u8) -> u64 {
-    pack_order(rec.addr(), g)
-}
-
-#[inline]
-fn pack_order(addr: usize, g: u8) -> u64 {
+fn lock_order(addr: usize, g: u8) -> u64 {
     debug_assert!(addr < 1 << 56);
     ((addr as u64) << 8) | g as u64
 }
@@ -93,7 +88,7 @@ impl<M> LockEntry<M> {
     /// This lock's place in the global lock order.
     #[inline]
     pub fn order(&self) -> u64 {
-        lock_order(self.rec, self.group)
+        lock_order(self.rec.addr(), self.group)
     }
 }
 
@@ -292,7 +287,7 @@ impl<M> TxState<M> {
 
     /// Whether this attempt holds the lock on group `g` of `rec` (`locks` must be sorted).
     pub fn holds_lock(&self, rec: RecordPtr<M>, g: u8) -> Option<&LockEntry<M>> {
-        let key = lock_order(rec, g);
+        let key = lock_order(rec.addr(), g);
         self.locks
             .binary_search_by_key(&key, LockEntry::order)
             .ok()
@@ -315,7 +310,7 @@ pub struct CommitCtx<'a, P: Protocol> {
 mod tests {
     use proptest::prelude::*;
 
-    use super::pack_order;
+    use super::lock_order;
 
     proptest! {
         /// The packed lock order is the order of (address, group) pairs, so every committer still
@@ -331,7 +326,7 @@ mod tests {
             let close = (a + near) % (1 << 56);
             for (x, y) in [(a, b), (a, a), (a, close)] {
                 prop_assert_eq!(
-                    pack_order(x, ga).cmp(&pack_order(y, gb)),
+                    lock_order(x, ga).cmp(&lock_order(y, gb)),
                     (x, ga).cmp(&(y, gb))
                 );
             }
