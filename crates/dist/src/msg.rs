@@ -39,11 +39,43 @@ pub enum ReadSetHint {
     /// Nothing: full metadata.
     None,
     /// Short RAMP-F read sets: a 64-bit signature of the items on other servers
-    /// ([`crate::ramp::hint::ReadSig`]); write sets are trimmed to the items it may contain.
-    Sig(u64),
+    /// ([`crate::ramp::hint::ReadSig`]); write sets are trimmed to the items it may contain. On the
+    /// wire as 8 raw bytes: its bits are spread over the word, so a varint would take 10.
+    Sig(#[serde(with = "fixed_u64")] u64),
     /// Long RAMP-F and short RAMP-H read sets: the items on other servers; write sets are trimmed to
     /// them, and a Bloom filter is answered as those it may contain.
     Others(WriteSet),
+}
+
+/// A `u64` whose bits are all significant (a signature, a hash) as 8 little-endian bytes on the wire.
+mod fixed_u64 {
+    use std::fmt;
+
+    use serde::de::{Error, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&v.to_le_bytes())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        struct Eight;
+        impl Visitor<'_> for Eight {
+            type Value = u64;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("8 bytes")
+            }
+
+            fn visit_bytes<E: Error>(self, b: &[u8]) -> Result<u64, E> {
+                let b: [u8; 8] = b
+                    .try_into()
+                    .map_err(|_| E::invalid_length(b.len(), &self))?;
+                Ok(u64::from_le_bytes(b))
+            }
+        }
+        d.deserialize_bytes(Eight)
+    }
 }
 
 /// Which version of an item a GET asks for.
@@ -443,5 +475,21 @@ mod tests {
             decode_batch(&frame[HEADER..], &mut back).unwrap();
             assert_eq!(back, [meta], "{n} keys");
         }
+    }
+
+    #[test]
+    fn a_signature_travels_as_eight_bytes_and_a_short_one_is_refused() {
+        for sig in [0u64, 1, u64::MAX, 0x8000_0000_0000_0001] {
+            let hint = ReadSetHint::Sig(sig);
+            let frame = encode_frame(std::slice::from_ref(&hint)).unwrap();
+            let mut back: Vec<ReadSetHint> = Vec::new();
+            decode_batch(&frame[HEADER..], &mut back).unwrap();
+            assert_eq!(back, [hint]);
+        }
+        let fixed = postcard::to_allocvec(&ReadSetHint::Sig(u64::MAX)).unwrap();
+        // Variant tag, length 8, then the word.
+        assert_eq!(fixed.len(), 10);
+        let short = [1u8, 7, 0, 0, 0, 0, 0, 0, 0];
+        assert!(postcard::from_bytes::<ReadSetHint>(&short).is_err());
     }
 }

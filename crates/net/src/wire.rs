@@ -11,8 +11,9 @@ use crate::Addr;
 
 /// Bytes that open every hello frame.
 pub const MAGIC: [u8; 4] = *b"PHDB";
-/// Version of the frame layout; peers with another version are refused.
-pub const WIRE_VERSION: u8 = 2;
+/// Version of the frame layout and of the messages' encoding; peers with another version are
+/// refused.
+pub const WIRE_VERSION: u8 = 3;
 /// The largest frame payload accepted from the network.
 pub const MAX_FRAME: usize = 16 << 20;
 /// Bytes of the length prefix.

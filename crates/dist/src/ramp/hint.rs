@@ -24,6 +24,7 @@ fn key_hash(key: Key) -> u64 {
 pub struct ReadSig(pub u64);
 
 impl ReadSig {
+    #[inline]
     fn bit(key: Key) -> u64 {
         1 << (key_hash(key) >> 58)
     }
@@ -34,8 +35,20 @@ impl ReadSig {
     }
 
     /// False only if `key` is certainly not in the set.
+    #[inline]
     pub fn may_contain(self, key: Key) -> bool {
         self.0 & Self::bit(key) != 0
+    }
+}
+
+/// The signature of the items `meta` names, kept beside each stored version so a first-round read
+/// can rule out every sibling with one word: a write set's [`ReadSig`], nothing for no metadata, and
+/// every bit for a Bloom filter (which names no items).
+pub fn meta_sig(meta: &Meta) -> u64 {
+    match meta {
+        Meta::None => 0,
+        Meta::WriteSet(ws) | Meta::Siblings(ws) => ReadSig::of(ws.iter().copied()).0,
+        Meta::Bloom(_) => u64::MAX,
     }
 }
 
@@ -100,16 +113,21 @@ impl<'a> ReadSetFilter<'a> {
     /// What to answer of `meta`, the metadata of a version of `key`: a write set becomes the other
     /// items it may share with the read set elsewhere; a Bloom filter, given those items, the ones it
     /// may contain. `None` when nothing is left; metadata the hint cannot reduce is answered whole.
-    pub fn siblings(&self, meta: &Meta, key: Key) -> Meta {
+    /// `sig` is the metadata's [`meta_sig`]: a signature disjoint from it settles the answer without
+    /// reading the metadata.
+    pub fn siblings(&self, meta: &Meta, sig: u64, key: Key) -> Meta {
+        if let &ReadSetHint::Sig(read) = self.hint
+            && read & sig == 0
+        {
+            return Meta::None;
+        }
         let siblings: WriteSet = match (meta, self.hint) {
             (_, ReadSetHint::None) => return meta.clone(),
-            (Meta::WriteSet(ws), _) => {
-                let sibling = |k: Key| k != key && self.may_contain(k);
-                if !ws.iter().any(|&k| sibling(k)) {
-                    return Meta::None;
-                }
-                ws.iter().copied().filter(|&k| sibling(k)).collect()
+            (Meta::WriteSet(ws), &ReadSetHint::Sig(read)) => {
+                let read = ReadSig(read);
+                return siblings_in(ws, |k| k != key && read.may_contain(k));
             }
+            (Meta::WriteSet(ws), _) => return siblings_in(ws, |k| k != key && self.may_contain(k)),
             (Meta::Bloom(b), ReadSetHint::Others(_)) => self
                 .elsewhere()
                 .iter()
@@ -124,6 +142,14 @@ impl<'a> ReadSetFilter<'a> {
             Meta::Siblings(siblings)
         }
     }
+}
+
+/// The keys of `ws` that `sibling` accepts, as metadata: `None` when there are none.
+fn siblings_in(ws: &WriteSet, sibling: impl Fn(Key) -> bool) -> Meta {
+    if !ws.iter().any(|&k| sibling(k)) {
+        return Meta::None;
+    }
+    Meta::Siblings(ws.iter().copied().filter(|&k| sibling(k)).collect())
 }
 
 /// The hint a RAMP client sends with the first-round GET to a server: `elsewhere` are the items,
@@ -240,7 +266,7 @@ mod tests {
             let store = &self.stores[server];
             [
                 here.clone().map(|k| first(store.latest(k, true))).collect(),
-                here.map(|k| first(store.latest_as(k, true, |m| filter.siblings(m, k))))
+                here.map(|k| first(store.latest_as(k, true, |m, sig| filter.siblings(m, sig, k))))
                     .collect(),
             ]
         }

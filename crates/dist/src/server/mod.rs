@@ -345,7 +345,9 @@ impl PartitionServer {
         for &(key, ref mode) in &reads {
             let (r, prepared) = match mode {
                 GetMode::Latest => {
-                    let r = self.store.latest_as(key, true, |m| filter.siblings(m, key));
+                    let r = self
+                        .store
+                        .latest_as(key, true, |m, sig| filter.siblings(m, sig, key));
                     (r, false)
                 }
                 GetMode::LatestTs => (self.store.latest(key, false), false),

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 
 use crate::msg::{Key, Meta, ReadResult, Ts, Value};
+use crate::ramp::hint::meta_sig;
 
 /// Whether a version is visible to first-round reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,13 +17,18 @@ enum State {
     Committed,
 }
 
+/// A version. The fields a first-round read tests come first (`repr(C)`), so that a read that finds
+/// nothing of its read set in `sig` never touches the metadata further on.
 #[derive(Clone, Debug)]
+#[repr(C)]
 struct Version {
     ts: Ts,
     ctime: u64,
+    /// [`meta_sig`] of `meta`: a superset of the items the metadata names.
+    sig: u64,
+    state: State,
     value: Value,
     meta: Meta,
-    state: State,
 }
 
 impl Version {
@@ -32,11 +38,16 @@ impl Version {
     }
 
     fn found(&self, key: Key, with_value: bool) -> ReadResult {
-        self.found_as(key, with_value, Meta::clone)
+        self.found_as(key, with_value, |m, _| m.clone())
     }
 
-    /// The version as a read result whose metadata is `meta` of the stored one.
-    fn found_as(&self, key: Key, with_value: bool, meta: impl FnOnce(&Meta) -> Meta) -> ReadResult {
+    /// The version as a read result whose metadata is `meta` of the stored one and its signature.
+    fn found_as(
+        &self,
+        key: Key,
+        with_value: bool,
+        meta: impl FnOnce(&Meta, u64) -> Meta,
+    ) -> ReadResult {
         ReadResult::Found {
             key,
             ts: self.ts,
@@ -47,7 +58,7 @@ impl Version {
                 Vec::new()
             },
             meta: if with_value {
-                meta(&self.meta)
+                meta(&self.meta, self.sig)
             } else {
                 Meta::None
             },
@@ -56,6 +67,7 @@ impl Version {
 }
 
 #[derive(Default, Debug)]
+#[repr(C)]
 struct Item {
     /// lastCommit, the highest committed version, kept apart so first-round reads reach it at once.
     last: Option<Version>,
@@ -75,11 +87,23 @@ impl Item {
     }
 
     fn find_older(&self, ts: Ts) -> Option<usize> {
-        match self.older.back() {
-            Some(v) if v.ts == ts => Some(self.older.len() - 1),
-            Some(v) if v.ts > ts => self.older.binary_search_by_key(&ts, |v| v.ts).ok(),
-            _ => None,
+        let at = self.older_position(ts);
+        self.older.get(at).is_some_and(|v| v.ts == ts).then_some(at)
+    }
+
+    /// Where `ts` is or would go in `older`: the first position whose timestamp is not below it.
+    /// Writes in flight are recent, so their timestamps sit among the last few versions: those are
+    /// scanned from the back before a binary search of a hot item's long history (whose every probe
+    /// would be a cache miss) is tried.
+    fn older_position(&self, ts: Ts) -> usize {
+        const NEAR: usize = 8;
+        let len = self.older.len();
+        for at in (len.saturating_sub(NEAR)..len).rev() {
+            if self.older[at].ts < ts {
+                return at + 1;
+            }
         }
+        self.older.partition_point(|v| v.ts < ts)
     }
 
     fn get(&self, ts: Ts) -> Option<&Version> {
@@ -112,10 +136,7 @@ impl Item {
     /// Files a committed version below lastCommit (at the back, unless commits came out of
     /// timestamp order).
     fn insert_older(&mut self, v: Version) {
-        let at = match self.older.back() {
-            Some(o) if o.ts > v.ts => self.older.partition_point(|o| o.ts < v.ts),
-            _ => self.older.len(),
-        };
+        let at = self.older_position(v.ts);
         self.older.insert(at, v);
     }
 
@@ -191,9 +212,10 @@ impl Store {
         item.prepared.push(Version {
             ts,
             ctime: 0,
+            sig: meta_sig(&meta),
+            state: State::Prepared,
             value,
             meta,
-            state: State::Prepared,
         });
         self.stats.versions += 1;
     }
@@ -240,15 +262,16 @@ impl Store {
 
     /// The version at lastCommit (the null version if none), with value and metadata or the timestamp only.
     pub fn latest(&self, key: Key, with_value: bool) -> ReadResult {
-        self.latest_as(key, with_value, Meta::clone)
+        self.latest_as(key, with_value, |m, _| m.clone())
     }
 
-    /// [`Store::latest`], answering `meta` of the version's metadata (read without copying it first).
+    /// [`Store::latest`], answering `meta` of the version's metadata and its [`meta_sig`] (read
+    /// without copying the metadata first).
     pub fn latest_as(
         &self,
         key: Key,
         with_value: bool,
-        meta: impl FnOnce(&Meta) -> Meta,
+        meta: impl FnOnce(&Meta, u64) -> Meta,
     ) -> ReadResult {
         match self.items.get(&key).and_then(|it| it.last.as_ref()) {
             Some(v) => v.found_as(key, with_value, meta),
