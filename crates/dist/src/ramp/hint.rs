@@ -123,11 +123,13 @@ impl<'a> ReadSetFilter<'a> {
         }
         let siblings: WriteSet = match (meta, self.hint) {
             (_, ReadSetHint::None) => return meta.clone(),
-            (Meta::WriteSet(ws), &ReadSetHint::Sig(read)) => {
-                let read = ReadSig(read);
-                return siblings_in(ws, |k| k != key && read.may_contain(k));
+            (Meta::WriteSet(ws), _) => {
+                let sibling = |k: Key| k != key && self.may_contain(k);
+                if !ws.iter().any(|&k| sibling(k)) {
+                    return Meta::None;
+                }
+                ws.iter().copied().filter(|&k| sibling(k)).collect()
             }
-            (Meta::WriteSet(ws), _) => return siblings_in(ws, |k| k != key && self.may_contain(k)),
             (Meta::Bloom(b), ReadSetHint::Others(_)) => self
                 .elsewhere()
                 .iter()
@@ -142,14 +144,6 @@ impl<'a> ReadSetFilter<'a> {
             Meta::Siblings(siblings)
         }
     }
-}
-
-/// The keys of `ws` that `sibling` accepts, as metadata: `None` when there are none.
-fn siblings_in(ws: &WriteSet, sibling: impl Fn(Key) -> bool) -> Meta {
-    if !ws.iter().any(|&k| sibling(k)) {
-        return Meta::None;
-    }
-    Meta::Siblings(ws.iter().copied().filter(|&k| sibling(k)).collect())
 }
 
 /// The hint a RAMP client sends with the first-round GET to a server: `elsewhere` are the items,
