@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::msg::Key;
-use crate::words::Words;
+use crate::words::{INLINE, Words};
 
 /// A Bloom filter over item keys; it carries its own size so readers need no configuration.
 /// Copies cost no allocation ([`Words`]: a default filter is held in place) and filters travel as
@@ -98,15 +98,23 @@ impl Bloom {
     /// A filter holding `keys`.
     pub fn of(keys: impl IntoIterator<Item = Key>, bits: usize, hashes: u8) -> Bloom {
         let hashes = hashes.max(1);
-        let mut words = vec![0u64; bits.div_ceil(64).max(1)];
-        let nbits = words.len() * 64;
+        let nwords = bits.div_ceil(64).max(1);
+        let mut inline = [0u64; INLINE];
+        let mut heap = Vec::new();
+        let words: &mut [u64] = if nwords <= INLINE {
+            &mut inline[..nwords]
+        } else {
+            heap.resize(nwords, 0);
+            &mut heap
+        };
+        let nbits = nwords * 64;
         for k in keys {
             for p in positions(k, nbits, hashes) {
                 words[p / 64] |= 1 << (p % 64);
             }
         }
         Bloom {
-            words: words.into(),
+            words: Words::from(&*words),
             hashes,
         }
     }

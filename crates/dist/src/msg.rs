@@ -1,6 +1,7 @@
 //! The messages of every distributed algorithm, and the types they carry.
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use crate::bloom::Bloom;
 pub use crate::write_set::WriteSet;
@@ -12,6 +13,9 @@ pub type Key = u64;
 pub type Ts = u64;
 /// An item's value; `None` in a result is the initial null value.
 pub type Value = Vec<u8>;
+/// The servers a write prepares on, kept for cooperative termination: held in place for up to
+/// four, so a PREPARE and the server's pending entry cost no allocation for them.
+pub type Participants = SmallVec<[Addr; 4]>;
 
 /// Metadata a writer attaches to each version so readers can detect fractured reads. Copies cost no
 /// allocation: small write sets are held in place, larger ones and Bloom filters are shared.
@@ -282,7 +286,7 @@ pub enum Msg {
         /// Metadata stored with each version.
         meta: Meta,
         /// Every server holding a write of the transaction (for CTP).
-        participants: Vec<Addr>,
+        participants: Participants,
         /// E-PCI's coordinator (None for RAMP).
         coordinator: Option<Addr>,
     },

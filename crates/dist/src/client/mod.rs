@@ -9,8 +9,8 @@ use rustc_hash::FxHashMap;
 use crate::epci::client as epci;
 use crate::locking::client as locking;
 use crate::msg::{
-    Algorithm, GetMode, Key, LockMode, Meta, Msg, Outcome, ReadResult, ReadSetHint, ReadValue, Ts,
-    TxnSpec,
+    Algorithm, GetMode, Key, LockMode, Meta, Msg, Outcome, Participants, ReadResult, ReadSetHint,
+    ReadValue, Ts, TxnSpec,
 };
 use crate::ramp::client::{self as ramp, FirstRoundView, RampKind};
 use crate::ramp::hint::read_set_hint;
@@ -333,7 +333,6 @@ impl TxnClient {
 
     fn start_writes<T: Transport<Msg>>(&mut self, net: &mut T) {
         let algorithm = self.settings.algorithm;
-        let keys: Vec<Key> = self.txn.writes.iter().map(|(k, _)| *k).collect();
         match algorithm {
             Algorithm::RampFast
             | Algorithm::RampSmall
@@ -349,13 +348,13 @@ impl TxnClient {
                 let meta = kind.map_or(Meta::None, |k| {
                     ramp::write_meta(
                         k,
-                        &keys,
+                        self.txn.writes.iter().map(|(k, _)| *k),
                         self.settings.bloom_bits,
                         self.settings.bloom_hashes,
                     )
                 });
                 let groups = self.router.group(self.txn.writes.iter().cloned());
-                let participants: Vec<Addr> = groups.iter().map(|g| g.0).collect();
+                let participants: Participants = groups.iter().map(|g| g.0).collect();
                 let coordinator =
                     (algorithm == Algorithm::Epci).then(|| epci::coordinator(ts, &participants));
                 let rid = self.next_rid();

@@ -42,11 +42,16 @@ impl FirstRoundView for FirstRound {
 }
 
 /// The metadata a writer attaches: the write set (RAMP-F), a Bloom filter over it (RAMP-H) or nothing.
-pub fn write_meta(kind: RampKind, keys: &[Key], bloom_bits: usize, bloom_hashes: u8) -> Meta {
+pub fn write_meta(
+    kind: RampKind,
+    keys: impl Iterator<Item = Key>,
+    bloom_bits: usize,
+    bloom_hashes: u8,
+) -> Meta {
     match kind {
-        RampKind::Fast => Meta::WriteSet(keys.into()),
+        RampKind::Fast => Meta::WriteSet(keys.collect()),
         RampKind::Small => Meta::None,
-        RampKind::Hybrid => Meta::Bloom(Bloom::of(keys.iter().copied(), bloom_bits, bloom_hashes)),
+        RampKind::Hybrid => Meta::Bloom(Bloom::of(keys, bloom_bits, bloom_hashes)),
     }
 }
 

@@ -13,7 +13,7 @@ use crate::epci::server::EpciState;
 use crate::expiring::Expiring;
 use crate::locking::table::{LockTable, Waiter};
 use crate::msg::{
-    GetMode, Key, Meta, Msg, ReadResult, ReadSetHint, Ts, TxnStatus, Value, WriteSet,
+    GetMode, Key, Meta, Msg, Participants, ReadResult, ReadSetHint, Ts, TxnStatus, Value, WriteSet,
 };
 use crate::ramp::hint::ReadSetFilter;
 use phasedb_net::config::ServerSettings;
@@ -26,7 +26,7 @@ const MS: u64 = 1_000_000;
 #[derive(Clone, Debug)]
 pub(crate) struct PendingTxn {
     pub keys: WriteSet,
-    pub participants: Vec<Addr>,
+    pub participants: Participants,
     pub coordinator: Option<Addr>,
     pub prepared_at: u64,
     /// When the current cooperative-termination round started, and who answered Prepared.
@@ -241,7 +241,7 @@ impl PartitionServer {
         ts: Ts,
         writes: Vec<(Key, Value)>,
         meta: Meta,
-        participants: Vec<Addr>,
+        participants: Participants,
         coordinator: Option<Addr>,
     ) -> bool {
         match self.decided.get(&ts) {
