@@ -27,12 +27,12 @@ pub enum Meta {
     WriteSet(WriteSet),
     /// RAMP-H: a Bloom filter over the write set.
     Bloom(Bloom),
-    /// In a read result only: the metadata reduced to what the reader can use, following the GET's
-    /// [`ReadSetHint`] — the items of its read set on other servers that the writer wrote (RAMP-F) or
-    /// that the writer's Bloom filter may contain (RAMP-H), and under a signature perhaps a few items
-    /// it does not read there. The reader's second-round decisions consult metadata only for items it
-    /// reads, and never need a sibling the same GET reads (see [`crate::ramp::hint`]), so they come out
-    /// the same; a result without possible siblings carries none.
+    /// In a RAMP-F read result only: the write set reduced to what the reader can use, following the
+    /// GET's [`ReadSetHint`] — the items of its read set on other servers that the writer wrote, and
+    /// under a signature perhaps a few items it does not read there. The reader's second-round
+    /// decisions consult metadata only for items it reads, and never need a sibling the same GET
+    /// reads (see [`crate::ramp::hint`]), so they come out the same. A result without possible
+    /// siblings carries no metadata (RAMP-H's too).
     Siblings(WriteSet),
 }
 
@@ -42,12 +42,13 @@ pub enum Meta {
 pub enum ReadSetHint {
     /// Nothing: full metadata.
     None,
-    /// Short RAMP-F read sets: a 64-bit signature of the items on other servers
-    /// ([`crate::ramp::hint::ReadSig`]); write sets are trimmed to the items it may contain. On the
-    /// wire as 8 raw bytes: its bits are spread over the word, so a varint would take 10.
+    /// Short RAMP-F and RAMP-H read sets: a 64-bit signature of the items on other servers
+    /// ([`crate::ramp::hint::ReadSig`]). A version whose sibling signature shares no bit with it
+    /// is answered without metadata; otherwise a write set is trimmed to the items the signature
+    /// may contain and a Bloom filter is answered whole. On the wire as 8 raw bytes: its bits are
+    /// spread over the word, so a varint would take 10.
     Sig(#[serde(with = "fixed_u64")] u64),
-    /// Long RAMP-F and short RAMP-H read sets: the items on other servers; write sets are trimmed to
-    /// them, and a Bloom filter is answered as those it may contain.
+    /// Long RAMP-F read sets: the items on other servers; write sets are trimmed to them.
     Others(WriteSet),
 }
 
@@ -285,6 +286,11 @@ pub enum Msg {
         writes: Vec<(Key, Value)>,
         /// Metadata stored with each version.
         meta: Meta,
+        /// The [`crate::ramp::hint::ReadSig`] of the transaction's items on the other servers (0
+        /// without metadata): a first-round read whose read set elsewhere shares no bit with it
+        /// needs none of the metadata, which the server then answers without reading it.
+        #[serde(with = "fixed_u64")]
+        sibling_sig: u64,
         /// Every server holding a write of the transaction (for CTP).
         participants: Participants,
         /// E-PCI's coordinator (None for RAMP).
@@ -495,5 +501,24 @@ mod tests {
         assert_eq!(fixed.len(), 10);
         let short = [1u8, 7, 0, 0, 0, 0, 0, 0, 0];
         assert!(postcard::from_bytes::<ReadSetHint>(&short).is_err());
+    }
+
+    #[test]
+    fn a_prepare_keeps_its_sibling_signature_and_any_number_of_participants() {
+        for n in [1u32, 4, 5, 40] {
+            let prepare = Msg::Prepare {
+                rid: 7,
+                ts: 1 << 40,
+                writes: vec![(3, vec![1]), (9, Vec::new())],
+                meta: Meta::Bloom(Bloom::of([3, 9, 12], 256, 4)),
+                sibling_sig: 0x8000_0000_0000_0001 * n as u64,
+                participants: (0..n).map(|a| a * 1000).collect(),
+                coordinator: None,
+            };
+            let frame = encode_frame(std::slice::from_ref(&prepare)).unwrap();
+            let mut back: Vec<Msg> = Vec::new();
+            decode_batch(&frame[HEADER..], &mut back).unwrap();
+            assert_eq!(back, [prepare], "{n} participants");
+        }
     }
 }

@@ -13,7 +13,7 @@ use crate::msg::{
     ReadValue, Ts, TxnSpec,
 };
 use crate::ramp::client::{self as ramp, FirstRoundView, RampKind};
-use crate::ramp::hint::read_set_hint;
+use crate::ramp::hint::{read_set_hint, sibling_sig};
 use crate::ts::TsGen;
 use phasedb_net::{Addr, Transport};
 pub use router::Router;
@@ -361,10 +361,13 @@ impl TxnClient {
                 let requests = groups
                     .into_iter()
                     .map(|(to, writes)| {
+                        let elsewhere = self.txn.writes.iter().map(|(k, _)| *k);
+                        let elsewhere = elsewhere.filter(|&k| self.router.node_of(k) != to);
                         let m = Msg::Prepare {
                             rid,
                             ts,
                             writes,
+                            sibling_sig: sibling_sig(&meta, elsewhere),
                             meta: meta.clone(),
                             participants: participants.clone(),
                             coordinator,
@@ -536,17 +539,15 @@ impl TxnClient {
                 let ts = self.write_ts.expect("prepared a write");
                 let rid = self.next_rid();
                 let after = self.prepare_clock;
-                let targets: Vec<Addr> = match self.settings.algorithm {
-                    Algorithm::Epci => {
-                        let participants: Vec<Addr> = self.requests.iter().map(|r| r.0).collect();
-                        vec![epci::coordinator(ts, &participants)]
-                    }
-                    _ => self.requests.iter().map(|r| r.0).collect(),
-                };
-                let requests = targets
-                    .into_iter()
-                    .map(|to| (to, Msg::Commit { rid, ts, after }))
-                    .collect();
+                let mut requests = std::mem::take(&mut self.requests);
+                if self.settings.algorithm == Algorithm::Epci {
+                    let participants: Participants = requests.iter().map(|r| r.0).collect();
+                    let coordinator = epci::coordinator(ts, &participants);
+                    requests.retain(|r| r.0 == coordinator);
+                }
+                for (_, m) in &mut requests {
+                    *m = Msg::Commit { rid, ts, after };
+                }
                 self.send_round(net, Step::Commit, requests);
                 None
             }

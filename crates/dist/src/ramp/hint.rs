@@ -1,14 +1,16 @@
 //! Read-set hints (our addition to RAMP): a first-round GET describes the reader's read set on the
-//! other servers, and the server answers a version's metadata only as far as the reader can use it
-//! ([`Meta::Siblings`]). A reader consults a write set or filter only for items it reads, and never
-//! needs a sibling that the same GET reads: a server commits every version it holds of one
-//! transaction in one step (COMMIT, cooperative termination and faster commit detection alike), so a
-//! GET that returns a transaction's version of one item returns versions at least as new of its other
-//! items there. ("As new" by timestamp: RAMP versions carry no commit time, so lastCommit is the
-//! highest timestamp; E-PCI, whose versions are ordered by commit time first, sends no hints.) Its
+//! other servers, and the server answers a version's metadata only as far as the reader can use it:
+//! [`Meta::Siblings`], or nothing when the writer's items on other servers (summed up in the
+//! sibling signature its PREPARE carried) share no signature bit with the reader's. A reader
+//! consults a write set or filter only for items it reads, and never needs a sibling that the same
+//! GET reads: a server commits every version it holds of one transaction in one step (COMMIT,
+//! cooperative termination and faster commit detection alike), so a GET that returns a
+//! transaction's version of one item returns versions at least as new of its other items there.
+//! ("As new" by timestamp: RAMP versions carry no commit time, so lastCommit is the highest
+//! timestamp; E-PCI, whose versions are ordered by commit time first, sends no hints.) Its
 //! second-round decisions therefore come out the same, RAMP-H's minus fetches of same-server filter
-//! false positives, which could only come back empty, or `Gone` once GC passed them and so restart the
-//! read for nothing.
+//! false positives, which could only come back empty, or `Gone` once GC passed them and so restart
+//! the read for nothing.
 
 use super::client::{RampKind, SMALL_READ_SET};
 use crate::msg::{Key, Meta, ReadSetHint, WriteSet};
@@ -18,8 +20,9 @@ fn key_hash(key: Key) -> u64 {
     key.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
-/// A 64-bit signature of a set of keys (one bit per item, by a hash of its key), sent with RAMP-F
-/// first rounds so servers can trim write sets to the items the reader may read elsewhere.
+/// A 64-bit signature of a set of keys (one bit per item, by a hash of its key): of the reader's
+/// items elsewhere in RAMP-F and RAMP-H first rounds, of the writer's items elsewhere in PREPAREs,
+/// so servers can leave out or trim metadata the reader cannot use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadSig(pub u64);
 
@@ -38,17 +41,6 @@ impl ReadSig {
     #[inline]
     pub fn may_contain(self, key: Key) -> bool {
         self.0 & Self::bit(key) != 0
-    }
-}
-
-/// The signature of the items `meta` names, kept beside each stored version so a first-round read
-/// can rule out every sibling with one word: a write set's [`ReadSig`], nothing for no metadata, and
-/// every bit for a Bloom filter (which names no items).
-pub fn meta_sig(meta: &Meta) -> u64 {
-    match meta {
-        Meta::None => 0,
-        Meta::WriteSet(ws) | Meta::Siblings(ws) => ReadSig::of(ws.iter().copied()).0,
-        Meta::Bloom(_) => u64::MAX,
     }
 }
 
@@ -90,13 +82,6 @@ impl<'a> ReadSetFilter<'a> {
         (((h >> 6) as usize) & (self.bits.len() - 1), 1 << (h & 63))
     }
 
-    fn elsewhere(&self) -> &[Key] {
-        match self.hint {
-            ReadSetHint::Others(o) => o,
-            _ => &[],
-        }
-    }
-
     /// False only if `k` is certainly not read elsewhere.
     fn may_contain(&self, k: Key) -> bool {
         match self.hint {
@@ -111,13 +96,13 @@ impl<'a> ReadSetFilter<'a> {
     }
 
     /// What to answer of `meta`, the metadata of a version of `key`: a write set becomes the other
-    /// items it may share with the read set elsewhere; a Bloom filter, given those items, the ones it
-    /// may contain. `None` when nothing is left; metadata the hint cannot reduce is answered whole.
-    /// `sig` is the metadata's [`meta_sig`]: a signature disjoint from it settles the answer without
-    /// reading the metadata.
-    pub fn siblings(&self, meta: &Meta, sig: u64, key: Key) -> Meta {
+    /// items it may share with the read set elsewhere, `None` when there are none; metadata the hint
+    /// cannot reduce (a Bloom filter, which names no items) is answered whole. `sibling_sig` is the
+    /// version's signature of its writer's items on other servers (from its PREPARE): a read
+    /// signature disjoint from it settles the answer as `None` without reading the metadata.
+    pub fn siblings(&self, meta: &Meta, sibling_sig: u64, key: Key) -> Meta {
         if let &ReadSetHint::Sig(read) = self.hint
-            && read & sig == 0
+            && read & sibling_sig == 0
         {
             return Meta::None;
         }
@@ -130,12 +115,6 @@ impl<'a> ReadSetFilter<'a> {
                 }
                 ws.iter().copied().filter(|&k| sibling(k)).collect()
             }
-            (Meta::Bloom(b), ReadSetHint::Others(_)) => self
-                .elsewhere()
-                .iter()
-                .copied()
-                .filter(|&k| k != key && b.may_contain(k))
-                .collect(),
             _ => return meta.clone(),
         };
         if siblings.is_empty() {
@@ -147,19 +126,31 @@ impl<'a> ReadSetFilter<'a> {
 }
 
 /// The hint a RAMP client sends with the first-round GET to a server: `elsewhere` are the items,
-/// of a read set of `read_set` items, on other servers. A signature of them for short RAMP-F read sets, the items themselves
-/// for long ones (a saturated signature would let whole write sets through) and for short RAMP-H
-/// ones (for a long read set a saturated filter would answer more items than the filter's own size).
+/// of a read set of `read_set` items, on other servers. A signature of them for short RAMP-F and
+/// RAMP-H read sets; for long ones a saturated signature would let every version's metadata
+/// through, so RAMP-F names the items themselves and RAMP-H sends nothing.
 pub fn read_set_hint(
     kind: RampKind,
     read_set: usize,
     elsewhere: impl Iterator<Item = Key>,
 ) -> ReadSetHint {
     match kind {
-        RampKind::Fast if read_set <= SMALL_READ_SET => ReadSetHint::Sig(ReadSig::of(elsewhere).0),
+        RampKind::Fast | RampKind::Hybrid if read_set <= SMALL_READ_SET => {
+            ReadSetHint::Sig(ReadSig::of(elsewhere).0)
+        }
         RampKind::Fast => ReadSetHint::Others(elsewhere.collect()),
-        RampKind::Hybrid if read_set <= SMALL_READ_SET => ReadSetHint::Others(elsewhere.collect()),
         _ => ReadSetHint::None,
+    }
+}
+
+/// The sibling signature a writer sends with the PREPARE to one server: the [`ReadSig`] of its
+/// items on the other servers (0 without metadata, which names no siblings). A reader only ever
+/// needs siblings on other servers than the one it reads a version from, and its own items there
+/// are what its signature covers, so the two are compared without the keys of either.
+pub fn sibling_sig(meta: &Meta, elsewhere: impl Iterator<Item = Key>) -> u64 {
+    match meta {
+        Meta::None => 0,
+        _ => ReadSig::of(elsewhere).0,
     }
 }
 
@@ -230,8 +221,10 @@ mod tests {
                         .copied()
                         .filter(|&k| server_of(k) == server)
                         .collect();
+                    let elsewhere = keys.iter().copied().filter(|&k| server_of(k) != server);
+                    let sig = sibling_sig(&meta, elsewhere);
                     for &k in &here {
-                        self.stores[server].prepare(k, ts, vec![1], meta.clone());
+                        self.stores[server].prepare(k, ts, vec![1], meta.clone(), sig);
                     }
                     if !here.is_empty() {
                         self.uncommitted.push((ts, server, here));

@@ -155,10 +155,12 @@ impl PartitionServer {
                 ts,
                 writes,
                 meta,
+                sibling_sig,
                 participants,
                 coordinator,
             } => {
-                let ok = self.prepare(net.now(), ts, writes, meta, participants, coordinator);
+                let versions = (meta, sibling_sig);
+                let ok = self.prepare(net.now(), ts, writes, versions, participants, coordinator);
                 let clock = self.epci.clock();
                 net.send(from, Msg::PrepareAck { rid, ok, clock });
             }
@@ -240,7 +242,7 @@ impl PartitionServer {
         now: u64,
         ts: Ts,
         writes: Vec<(Key, Value)>,
-        meta: Meta,
+        (meta, sibling_sig): (Meta, u64),
         participants: Participants,
         coordinator: Option<Addr>,
     ) -> bool {
@@ -254,7 +256,8 @@ impl PartitionServer {
         }
         let keys: WriteSet = writes.iter().map(|(k, _)| *k).collect();
         for (key, value) in writes {
-            self.store.prepare(key, ts, value, meta.clone());
+            self.store
+                .prepare(key, ts, value, meta.clone(), sibling_sig);
         }
         self.pending.insert(
             ts,

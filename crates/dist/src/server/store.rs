@@ -6,7 +6,6 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 
 use crate::msg::{Key, Meta, ReadResult, Ts, Value};
-use crate::ramp::hint::meta_sig;
 
 /// Whether a version is visible to first-round reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,14 +17,14 @@ enum State {
 }
 
 /// A version. The fields a first-round read tests come first (`repr(C)`), so that a read that finds
-/// nothing of its read set in `sig` never touches the metadata further on.
+/// nothing of its read set in `sibling_sig` never touches the metadata further on.
 #[derive(Clone, Debug)]
 #[repr(C)]
 struct Version {
     ts: Ts,
     ctime: u64,
-    /// [`meta_sig`] of `meta`: a superset of the items the metadata names.
-    sig: u64,
+    /// The writer's sibling signature for this server ([`crate::ramp::hint::sibling_sig`]).
+    sibling_sig: u64,
     state: State,
     value: Value,
     meta: Meta,
@@ -41,7 +40,8 @@ impl Version {
         self.found_as(key, with_value, |m, _| m.clone())
     }
 
-    /// The version as a read result whose metadata is `meta` of the stored one and its signature.
+    /// The version as a read result whose metadata is `meta` of the stored one and its sibling
+    /// signature.
     fn found_as(
         &self,
         key: Key,
@@ -58,7 +58,7 @@ impl Version {
                 Vec::new()
             },
             meta: if with_value {
-                meta(&self.meta, self.sig)
+                meta(&self.meta, self.sibling_sig)
             } else {
                 Meta::None
             },
@@ -203,8 +203,9 @@ impl Store {
         self.items.len()
     }
 
-    /// Adds a prepared version (a duplicate PREPARE changes nothing).
-    pub fn prepare(&mut self, key: Key, ts: Ts, value: Value, meta: Meta) {
+    /// Adds a prepared version with its writer's metadata and sibling signature (a duplicate
+    /// PREPARE changes nothing).
+    pub fn prepare(&mut self, key: Key, ts: Ts, value: Value, meta: Meta, sibling_sig: u64) {
         let item = self.items.entry(key).or_default();
         if item.get(ts).is_some() {
             return;
@@ -212,7 +213,7 @@ impl Store {
         item.prepared.push(Version {
             ts,
             ctime: 0,
-            sig: meta_sig(&meta),
+            sibling_sig,
             state: State::Prepared,
             value,
             meta,
@@ -246,7 +247,7 @@ impl Store {
 
     /// Installs an already committed version in one step (NWNR and the lock baselines).
     pub fn put(&mut self, key: Key, ts: Ts, value: Value, now: u64) {
-        self.prepare(key, ts, value, Meta::None);
+        self.prepare(key, ts, value, Meta::None, 0);
         self.commit(key, ts, 0, now);
     }
 
@@ -265,7 +266,7 @@ impl Store {
         self.latest_as(key, with_value, |m, _| m.clone())
     }
 
-    /// [`Store::latest`], answering `meta` of the version's metadata and its [`meta_sig`] (read
+    /// [`Store::latest`], answering `meta` of the version's metadata and its sibling signature (read
     /// without copying the metadata first).
     pub fn latest_as(
         &self,
@@ -370,12 +371,12 @@ mod tests {
     #[test]
     fn prepared_versions_stay_invisible_until_commit_and_last_commit_only_grows() {
         let mut s = Store::new(100);
-        s.prepare(1, 10, vec![1], Meta::None);
+        s.prepare(1, 10, vec![1], Meta::None, 0);
         assert_eq!(ts_of(&s.latest(1, true)), Some(0));
         assert!(s.exact(1, 10).1, "prepared only");
         assert!(s.commit(1, 10, 0, 0));
         assert_eq!(ts_of(&s.latest(1, true)), Some(10));
-        s.prepare(1, 5, vec![2], Meta::None);
+        s.prepare(1, 5, vec![2], Meta::None, 0);
         s.commit(1, 5, 0, 0);
         assert_eq!(
             ts_of(&s.latest(1, true)),
@@ -422,7 +423,7 @@ mod tests {
     fn in_set_returns_the_highest_match_and_null_for_ts_zero() {
         let mut s = Store::new(100);
         s.put(1, 10, vec![1], 0);
-        s.prepare(1, 30, vec![3], Meta::None);
+        s.prepare(1, 30, vec![3], Meta::None, 0);
         let (r, prepared) = s.in_set(1, &[10, 30, 40]);
         assert_eq!((ts_of(&r), prepared), (Some(30), true));
         assert_eq!(ts_of(&s.in_set(2, &[0, 7]).0), Some(0));
@@ -433,9 +434,9 @@ mod tests {
     fn prepared_versions_commit_out_of_order_are_discarded_and_collected_apart() {
         let mut s = Store::new(100);
         for ts in [10, 20, 30] {
-            s.prepare(1, ts, vec![ts as u8], Meta::None);
+            s.prepare(1, ts, vec![ts as u8], Meta::None, 0);
         }
-        s.prepare(1, 20, vec![99], Meta::None);
+        s.prepare(1, 20, vec![99], Meta::None, 0);
         assert_eq!(s.stats().versions, 3, "a duplicate PREPARE adds nothing");
         assert!(s.commit(1, 30, 0, 0));
         assert!(s.commit(1, 10, 0, 5), "a commit below lastCommit");
@@ -483,7 +484,7 @@ mod tests {
                     m.1 = true;
                 }
             } else if !model.iter().any(|m| m.0 == ts) {
-                s.prepare(7, ts, vec![1], Meta::None);
+                s.prepare(7, ts, vec![1], Meta::None, 0);
                 model.push((ts, false));
             }
             let last = model.iter().filter(|m| m.1).map(|m| m.0).max().unwrap_or(0);
