@@ -74,16 +74,29 @@ struct Item {
     /// Committed versions other than lastCommit (below it in version order), in ascending timestamp
     /// order, so lookups are binary searches and the oldest, which GC removes, sit at the front.
     older: VecDeque<Version>,
-    /// Versions only prepared here: the writes in flight, few, in no order. Kept apart from `older`
-    /// so a COMMIT finds its version without a search and moves no other.
+    /// Versions only prepared here: the writes in flight, in no order. Kept apart from `older` so a
+    /// COMMIT moves no other version.
     prepared: Vec<Version>,
+    /// The timestamps of `prepared`, position for position: a hot item has many writes in flight,
+    /// and a COMMIT looks for its own among 8-byte timestamps rather than whole versions.
+    prepared_ts: Vec<Ts>,
     /// The highest timestamp and commit time garbage-collected from this item.
     gc_floor: (u64, Ts),
 }
 
 impl Item {
     fn find_prepared(&self, ts: Ts) -> Option<usize> {
-        self.prepared.iter().position(|v| v.ts == ts)
+        self.prepared_ts.iter().position(|&t| t == ts)
+    }
+
+    fn add_prepared(&mut self, v: Version) {
+        self.prepared_ts.push(v.ts);
+        self.prepared.push(v);
+    }
+
+    fn take_prepared(&mut self, i: usize) -> Version {
+        self.prepared_ts.swap_remove(i);
+        self.prepared.swap_remove(i)
     }
 
     fn find_older(&self, ts: Ts) -> Option<usize> {
@@ -92,18 +105,32 @@ impl Item {
     }
 
     /// Where `ts` is or would go in `older`: the first position whose timestamp is not below it.
-    /// Writes in flight are recent, so their timestamps sit among the last few versions: those are
-    /// scanned from the back before a binary search of a hot item's long history (whose every probe
-    /// would be a cache miss) is tried.
+    /// Writes in flight are recent, so their timestamps sit among the last versions, though clients'
+    /// clocks drift apart enough to land a write some way below the newest: the search gallops back
+    /// from the end (1, 2, 4, ... versions) and bisects only the stretch it stopped in, so it
+    /// touches the recently written lines of a hot item's history, not its cold middle.
     fn older_position(&self, ts: Ts) -> usize {
-        const NEAR: usize = 8;
         let len = self.older.len();
-        for at in (len.saturating_sub(NEAR)..len).rev() {
+        // Invariant: every version at `hi` or above has a timestamp not below `ts`.
+        let (mut lo, mut hi, mut step) = (0, len, 1);
+        while hi > 0 {
+            let at = len.saturating_sub(step);
             if self.older[at].ts < ts {
-                return at + 1;
+                lo = at + 1;
+                break;
+            }
+            hi = at;
+            step *= 2;
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.older[mid].ts < ts {
+                lo = mid + 1;
+            } else {
+                hi = mid;
             }
         }
-        self.older.partition_point(|v| v.ts < ts)
+        lo
     }
 
     fn get(&self, ts: Ts) -> Option<&Version> {
@@ -210,7 +237,7 @@ impl Store {
         if item.get(ts).is_some() {
             return;
         }
-        item.prepared.push(Version {
+        item.add_prepared(Version {
             ts,
             ctime: 0,
             sibling_sig,
@@ -230,7 +257,7 @@ impl Store {
         let Some(i) = item.find_prepared(ts) else {
             return item.get(ts).is_some();
         };
-        let mut v = item.prepared.swap_remove(i);
+        let mut v = item.take_prepared(i);
         v.state = State::Committed;
         v.ctime = ctime;
         if v.order() > item.last_order() {
@@ -256,7 +283,7 @@ impl Store {
         if let Some(item) = self.items.get_mut(&key)
             && let Some(i) = item.find_prepared(ts)
         {
-            item.prepared.swap_remove(i);
+            item.take_prepared(i);
             self.stats.versions -= 1;
         }
     }
@@ -463,6 +490,28 @@ mod tests {
         );
         assert_eq!(s.exact(1, 10).0, ReadResult::Gone { key: 1 });
         assert_eq!(ts_of(&s.latest(1, false)), Some(30));
+    }
+
+    #[test]
+    fn the_galloping_search_finds_the_position_a_binary_search_does() {
+        for len in 0..70u64 {
+            let mut item = Item::default();
+            for i in 0..len {
+                let ts = 10 * i + 10;
+                item.older.push_back(Version {
+                    ts,
+                    ctime: 0,
+                    sibling_sig: 0,
+                    state: State::Committed,
+                    value: Vec::new(),
+                    meta: Meta::None,
+                });
+            }
+            for ts in 0..10 * len + 20 {
+                let want = item.older.partition_point(|v| v.ts < ts);
+                assert_eq!(item.older_position(ts), want, "{len} versions, ts {ts}");
+            }
+        }
     }
 
     #[test]
