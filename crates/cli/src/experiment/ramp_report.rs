@@ -140,15 +140,24 @@ pub fn common_setup(s: &Settings) -> Vec<String> {
             phasedb_dist::bench::default_threads(usize::MAX),
             s.machine()
         ),
-        s.point_line(&if s.runs > 1 {
-            format!(
-                "{} rounds over all points (so compared points alternate), the run of median \
-                 throughput reported",
-                s.runs
-            )
-        } else {
-            "one run per point".to_string()
-        }),
+        s.point_line(&format!(
+            "{}{}",
+            if s.runs > 1 {
+                format!(
+                    "{} rounds over all points (so compared points alternate), the run of median \
+                     throughput reported",
+                    s.runs
+                )
+            } else {
+                "one run per point".to_string()
+            },
+            if s.quick {
+                ""
+            } else {
+                "; one unrecorded run of the first point first, as a machine that sat idle \
+                 measures its first run low"
+            }
+        )),
         "loopback has no network latency, so a round trip costs CPU rather than waiting: ratios \
          reflect messages and bytes processed per transaction"
             .into(),

@@ -163,6 +163,15 @@ pub fn run(s: &Settings, points: &[Point]) -> Vec<Row> {
     let mut done: Vec<Vec<Run>> = points.iter().map(|_| Vec::new()).collect();
     let mut failed: Vec<Option<String>> = vec![None; points.len()];
     let mut rng = SmallRng::seed_from_u64(s.seed);
+    if let Some(first) = points.first().filter(|_| !s.quick) {
+        // The first cluster run after the machine sat idle measures low (on the 2-core VM, three
+        // identical 1 s NWNR write runs after 25 s idle: 162K, 218K and 240K txn/s; `ramp-ctp`'s
+        // first point 127-129K against 194-217K later), which would bias round one's first point.
+        eprintln!("[warm-up, not recorded] {}: {}", s.name, describe(first));
+        if let Err(e) = run_once(s, first) {
+            eprintln!("        failed: {e}");
+        }
+    }
     for round in 0..rounds {
         let mut order: Vec<usize> = (0..points.len()).collect();
         if round > 0 {
