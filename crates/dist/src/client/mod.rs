@@ -5,6 +5,7 @@ pub mod pool;
 pub mod router;
 
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::epci::client as epci;
 use crate::locking::client as locking;
@@ -280,7 +281,8 @@ impl TxnClient {
         };
         let groups = self.router.group(reads);
         let read_set = self.txn.reads.len();
-        let hints: Vec<ReadSetHint> = match kind {
+        // One hint per server, held in place (no allocation per GET round for up to four servers).
+        let hints: SmallVec<[ReadSetHint; 4]> = match kind {
             Some(kind) => groups
                 .iter()
                 .map(|(to, _)| {
@@ -292,7 +294,7 @@ impl TxnClient {
                     )
                 })
                 .collect(),
-            None => Vec::new(),
+            None => SmallVec::new(),
         };
         let mut hints = hints.into_iter();
         let requests = groups
