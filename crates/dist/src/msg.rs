@@ -83,6 +83,41 @@ mod fixed_u64 {
     }
 }
 
+/// [`Participants`] on the wire: a sequence, as a `Vec` is, read without trusting its declared
+/// length (smallvec's own decoder reserves room for whatever length the bytes claim).
+mod participants_seq {
+    use std::fmt;
+
+    use serde::de::{SeqAccess, Visitor};
+    use serde::{Deserializer, Serialize, Serializer};
+
+    use super::Participants;
+
+    pub fn serialize<S: Serializer>(p: &Participants, s: S) -> Result<S::Ok, S::Error> {
+        p.as_slice().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Participants, D::Error> {
+        struct Seq;
+        impl<'de> Visitor<'de> for Seq {
+            type Value = Participants;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a sequence of node addresses")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Participants, A::Error> {
+                let mut out = Participants::new();
+                while let Some(a) = seq.next_element()? {
+                    out.push(a);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(Seq)
+    }
+}
+
 /// Which version of an item a GET asks for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GetMode {
@@ -292,6 +327,7 @@ pub enum Msg {
         #[serde(with = "fixed_u64")]
         sibling_sig: u64,
         /// Every server holding a write of the transaction (for CTP).
+        #[serde(with = "participants_seq")]
         participants: Participants,
         /// E-PCI's coordinator (None for RAMP).
         coordinator: Option<Addr>,
@@ -520,5 +556,19 @@ mod tests {
             decode_batch(&frame[HEADER..], &mut back).unwrap();
             assert_eq!(back, [prepare], "{n} participants");
         }
+    }
+
+    #[test]
+    fn participants_claiming_a_huge_length_are_refused() {
+        #[derive(Debug, Deserialize)]
+        struct Wrapped(#[serde(with = "participants_seq")] Participants);
+        // A declared length of 2^30 addresses (a 4 GiB reservation, were it trusted), then two.
+        let bytes = [0x80, 0x80, 0x80, 0x80, 0x04, 1, 2];
+        assert!(postcard::from_bytes::<Wrapped>(&bytes).is_err());
+        let two = [2, 1, 2];
+        assert_eq!(
+            &postcard::from_bytes::<Wrapped>(&two).unwrap().0[..],
+            [1, 2]
+        );
     }
 }
