@@ -511,15 +511,22 @@ impl Msg {
 mod tests {
     use super::*;
     use phasedb_net::wire::{HEADER, decode_batch, encode_frame};
+    use serde::de::DeserializeOwned;
+
+    /// `m` after one trip through a wire frame.
+    fn round_trip<M: Serialize + DeserializeOwned>(m: &M) -> M {
+        let frame = encode_frame(std::slice::from_ref(m)).unwrap();
+        let mut back: Vec<M> = Vec::new();
+        decode_batch(&frame[HEADER..], &mut back).unwrap();
+        assert_eq!(back.len(), 1);
+        back.pop().unwrap()
+    }
 
     #[test]
     fn write_sets_of_any_size_survive_the_wire() {
         for n in [0u64, 1, 4, 16, 17, 300] {
             let meta = Meta::WriteSet((0..n).map(|k| k * 1_000_003).collect());
-            let frame = encode_frame(std::slice::from_ref(&meta)).unwrap();
-            let mut back: Vec<Meta> = Vec::new();
-            decode_batch(&frame[HEADER..], &mut back).unwrap();
-            assert_eq!(back, [meta], "{n} keys");
+            assert_eq!(round_trip(&meta), meta, "{n} keys");
         }
     }
 
@@ -527,10 +534,7 @@ mod tests {
     fn a_signature_travels_as_eight_bytes_and_a_short_one_is_refused() {
         for sig in [0u64, 1, u64::MAX, 0x8000_0000_0000_0001] {
             let hint = ReadSetHint::Sig(sig);
-            let frame = encode_frame(std::slice::from_ref(&hint)).unwrap();
-            let mut back: Vec<ReadSetHint> = Vec::new();
-            decode_batch(&frame[HEADER..], &mut back).unwrap();
-            assert_eq!(back, [hint]);
+            assert_eq!(round_trip(&hint), hint);
         }
         let fixed = postcard::to_allocvec(&ReadSetHint::Sig(u64::MAX)).unwrap();
         // Variant tag, length 8, then the word.
@@ -551,10 +555,7 @@ mod tests {
                 participants: (0..n).map(|a| a * 1000).collect(),
                 coordinator: None,
             };
-            let frame = encode_frame(std::slice::from_ref(&prepare)).unwrap();
-            let mut back: Vec<Msg> = Vec::new();
-            decode_batch(&frame[HEADER..], &mut back).unwrap();
-            assert_eq!(back, [prepare], "{n} participants");
+            assert_eq!(round_trip(&prepare), prepare, "{n} participants");
         }
     }
 
