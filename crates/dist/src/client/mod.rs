@@ -359,17 +359,23 @@ impl TxnClient {
                 let participants: Participants = groups.iter().map(|g| g.0).collect();
                 let coordinator =
                     (algorithm == Algorithm::Epci).then(|| epci::coordinator(ts, &participants));
+                let sigs: SmallVec<[u64; 4]> = groups
+                    .iter()
+                    .map(|(to, _)| {
+                        let elsewhere = groups.iter().filter(|g| g.0 != *to);
+                        sibling_sig(&meta, elsewhere.flat_map(|g| g.1.iter().map(|w| w.0)))
+                    })
+                    .collect();
                 let rid = self.next_rid();
                 let requests = groups
                     .into_iter()
-                    .map(|(to, writes)| {
-                        let elsewhere = self.txn.writes.iter().map(|(k, _)| *k);
-                        let elsewhere = elsewhere.filter(|&k| self.router.node_of(k) != to);
+                    .zip(sigs)
+                    .map(|((to, writes), sibling_sig)| {
                         let m = Msg::Prepare {
                             rid,
                             ts,
                             writes,
-                            sibling_sig: sibling_sig(&meta, elsewhere),
+                            sibling_sig,
                             meta: meta.clone(),
                             participants: participants.clone(),
                             coordinator,

@@ -13,7 +13,7 @@
 //! the read for nothing.
 
 use super::client::{RampKind, SMALL_READ_SET};
-use crate::msg::{Key, Meta, ReadSetHint, WriteSet};
+use crate::msg::{Key, Meta, ReadSetHint};
 
 /// A well-mixed 64-bit hash of a key (Fibonacci hashing); signatures and bitmaps take its top bits.
 fn key_hash(key: Key) -> u64 {
@@ -106,21 +106,16 @@ impl<'a> ReadSetFilter<'a> {
         {
             return Meta::None;
         }
-        let siblings: WriteSet = match (meta, self.hint) {
-            (_, ReadSetHint::None) => return meta.clone(),
-            (Meta::WriteSet(ws), _) => {
+        match (meta, self.hint) {
+            (Meta::WriteSet(ws), ReadSetHint::Sig(_) | ReadSetHint::Others(_)) => {
                 let sibling = |k: Key| k != key && self.may_contain(k);
-                if !ws.iter().any(|&k| sibling(k)) {
-                    return Meta::None;
+                if ws.iter().any(|&k| sibling(k)) {
+                    Meta::Siblings(ws.iter().copied().filter(|&k| sibling(k)).collect())
+                } else {
+                    Meta::None
                 }
-                ws.iter().copied().filter(|&k| sibling(k)).collect()
             }
-            _ => return meta.clone(),
-        };
-        if siblings.is_empty() {
-            Meta::None
-        } else {
-            Meta::Siblings(siblings)
+            _ => meta.clone(),
         }
     }
 }
