@@ -340,6 +340,8 @@ pub enum Msg {
         ok: bool,
         /// E-PCI: the server's logical clock at PREPARE; the commit time must exceed it.
         clock: u64,
+        /// The highest timestamp written here ([`crate::server::store::Store::newest`]).
+        newest: Ts,
     },
     /// Make a prepared transaction visible.
     Commit {
@@ -395,6 +397,8 @@ pub enum Msg {
     PutAck {
         /// Request id.
         rid: u64,
+        /// The highest timestamp written here ([`crate::server::store::Store::newest`]).
+        newest: Ts,
     },
     /// Acquire a lock (lock baselines); answered by [`Msg::LockGranted`] once granted.
     Lock {
@@ -498,7 +502,7 @@ impl Msg {
             Msg::PrepareAck { rid, .. }
             | Msg::CommitAck { rid, .. }
             | Msg::GetReply { rid, .. }
-            | Msg::PutAck { rid }
+            | Msg::PutAck { rid, .. }
             | Msg::LockGranted { rid, .. }
             | Msg::UnlockAck { rid }
             | Msg::RunReply { rid, .. } => Some(*rid),

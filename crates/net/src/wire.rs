@@ -13,7 +13,7 @@ use crate::Addr;
 pub const MAGIC: [u8; 4] = *b"PHDB";
 /// Version of the frame layout and of the messages' encoding; peers with another version are
 /// refused.
-pub const WIRE_VERSION: u8 = 4;
+pub const WIRE_VERSION: u8 = 5;
 /// The largest frame payload accepted from the network.
 pub const MAX_FRAME: usize = 16 << 20;
 /// Bytes of the length prefix.

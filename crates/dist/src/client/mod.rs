@@ -458,10 +458,14 @@ impl TxnClient {
                 }
             }
             Msg::LockGranted { result, .. } => self.take_read(result),
-            Msg::PrepareAck { ok, clock, .. } => {
+            Msg::PrepareAck {
+                ok, clock, newest, ..
+            } => {
+                self.tsgen.observe(newest);
                 self.refused |= !ok;
                 self.prepare_clock = self.prepare_clock.max(clock);
             }
+            Msg::PutAck { newest, .. } => self.tsgen.observe(newest),
             Msg::CommitAck { ctime, .. } => {
                 self.ctime = self.ctime.max(ctime);
                 self.clock = self.clock.max(ctime);

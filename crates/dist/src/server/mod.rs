@@ -162,7 +162,16 @@ impl PartitionServer {
                 let versions = (meta, sibling_sig);
                 let ok = self.prepare(net.now(), ts, writes, versions, participants, coordinator);
                 let clock = self.epci.clock();
-                net.send(from, Msg::PrepareAck { rid, ok, clock });
+                let newest = self.store.newest();
+                net.send(
+                    from,
+                    Msg::PrepareAck {
+                        rid,
+                        ok,
+                        clock,
+                        newest,
+                    },
+                );
             }
             Msg::Commit { rid, ts, after } => {
                 self.epci.observe(after);
@@ -187,7 +196,8 @@ impl PartitionServer {
                     self.store.put(key, ts, value, now);
                 }
                 self.unlock(net, &unlock, owner);
-                net.send(from, Msg::PutAck { rid });
+                let newest = self.store.newest();
+                net.send(from, Msg::PutAck { rid, newest });
             }
             Msg::Lock {
                 rid,
@@ -274,11 +284,13 @@ impl PartitionServer {
 
     /// COMMIT from a client. Under E-PCI the coordinator picks the commit time and tells the cohort.
     fn commit_request<T: Transport<Msg>>(&mut self, net: &mut T, ts: Ts) -> u64 {
-        if let Some(Decision::Committed(ctime)) = self.decided.get(&ts) {
-            return *ctime;
-        }
+        // The writes in flight are few and their table stays in cache; the decisions of the last
+        // window are many, so a COMMIT looks there only for a transaction no longer pending.
         let Some(p) = self.pending.get(&ts) else {
-            return 0;
+            return match self.decided.get(&ts) {
+                Some(Decision::Committed(ctime)) => *ctime,
+                _ => 0,
+            };
         };
         if p.coordinator == Some(self.me) {
             let others: Vec<Addr> = p

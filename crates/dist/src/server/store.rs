@@ -206,6 +206,7 @@ pub struct Store {
     items: FxHashMap<Key, Box<Item>>,
     overwritten: VecDeque<(u64, Key, Ts)>,
     gc_window: u64,
+    newest: Ts,
     stats: StoreStats,
 }
 
@@ -216,6 +217,7 @@ impl Store {
             items: FxHashMap::default(),
             overwritten: VecDeque::new(),
             gc_window,
+            newest: 0,
             stats: StoreStats::default(),
         }
     }
@@ -223,6 +225,14 @@ impl Store {
     /// Counters.
     pub fn stats(&self) -> StoreStats {
         self.stats
+    }
+
+    /// The highest timestamp of any version written here. Write acknowledgements carry it so that
+    /// clients that only write move their sequence past it, as reads already make them do: without
+    /// it their timestamps drift apart, and their versions land far below a hot item's newest,
+    /// where filing one costs a search of cold history and a shift of every version above it.
+    pub fn newest(&self) -> Ts {
+        self.newest
     }
 
     /// Number of items ever written.
@@ -245,6 +255,7 @@ impl Store {
             value,
             meta,
         });
+        self.newest = self.newest.max(ts);
         self.stats.versions += 1;
     }
 
