@@ -127,10 +127,9 @@ pub enum GetMode {
     LatestTs,
     /// The version with exactly this timestamp (RAMP-F second round).
     Exact(Ts),
-    /// The highest-timestamped version whose timestamp is in the set (RAMP-H second round).
-    InSet(Vec<Ts>),
-    /// The highest-timestamped version whose timestamp is in the request's `ts_set` (RAMP-S second
-    /// round: every item is matched against the same set, so it travels once per server).
+    /// The highest-timestamped version whose timestamp is in the request's `ts_set` (RAMP-S and
+    /// RAMP-H second rounds: every item is matched against the same set, so it travels once per
+    /// server).
     InRequestSet,
     /// E-PCI: the newest version whose commit time is at most this read timestamp.
     AtTime(u64),

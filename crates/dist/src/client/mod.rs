@@ -526,7 +526,7 @@ impl TxnClient {
                     }
                     Algorithm::RampFast => (ramp::second_round_fast(first), Vec::new()),
                     Algorithm::RampSmall => ramp::second_round_small(first),
-                    Algorithm::RampHybrid => (ramp::second_round_hybrid(first), Vec::new()),
+                    Algorithm::RampHybrid => ramp::second_round_hybrid(first),
                     _ => (Vec::new(), Vec::new()),
                 };
                 if second.is_empty() {

@@ -123,41 +123,59 @@ fn second_round_fast_indexed<V: FirstRoundView>(first: &[V]) -> Vec<(Key, GetMod
 /// RAMP-S (Algorithm 2, lines 12–14): every item again, matched against the set of all first-round
 /// timestamps, which the request carries once.
 pub fn second_round_small<V: FirstRoundView>(first: &[V]) -> (Vec<(Key, GetMode)>, Vec<Ts>) {
-    let mut set: Vec<Ts> = first.iter().map(|v| v.ts()).collect();
-    set.sort_unstable();
-    set.dedup();
     let reads = first
         .iter()
         .map(|v| (v.key(), GetMode::InRequestSet))
         .collect();
-    (reads, set)
+    (reads, first_round_timestamps(first))
 }
 
-/// RAMP-H (Algorithm 3, lines 6–12): for every pair where version `vi` is newer than `vj` and `vi`'s
-/// Bloom filter says `vj`'s item MAY be in `vi`'s write set, fetch `vj`'s item at `vi`'s timestamp.
-/// A filter that answers "certainly not" means no sibling is missing, so nothing is fetched.
-pub fn second_round_hybrid<V: FirstRoundView>(first: &[V]) -> Vec<(Key, GetMode)> {
-    let mut fetch = Vec::new();
-    for vj in first {
-        let mut want: Vec<Ts> = Vec::new();
-        for vi in first {
-            if vi.ts() <= vj.ts() || want.contains(&vi.ts()) {
-                continue;
-            }
-            let may_contain = match vi.meta() {
-                Meta::Bloom(b) => b.may_contain(vj.key()),
-                Meta::Siblings(s) => s.contains(&vj.key()),
-                _ => false,
-            };
-            if may_contain {
-                want.push(vi.ts());
-            }
-        }
-        if !want.is_empty() {
-            fetch.push((vj.key(), GetMode::InSet(want)));
-        }
+/// RAMP-H (Algorithm 3, lines 6–12): an item is fetched again when the Bloom filter of a newer
+/// first-round version says it MAY be a sibling; filters that answer "certainly not" leave it as
+/// read. The paper asks each such item for the highest of its version among those newer
+/// timestamps. Here every fetched item is matched against the set of all first-round timestamps,
+/// which the request carries once, as RAMP-S's does ([`GetMode::InRequestSet`]). The answer is the
+/// same wherever it matters: a version of the item above the first round's with a timestamp in
+/// the set was written by a transaction whose filter holds the item, so it is one the paper's
+/// request names; anything else is not newer, and the client keeps its first-round version. Every
+/// timestamp in the set is a committed transaction's, as in RAMP-S, so a prepared version found
+/// through it may be committed early (§4.7). Large transactions saturate filters, where per-item
+/// sets would grow with the square of the read set in the request and in the client's work.
+pub fn second_round_hybrid<V: FirstRoundView>(first: &[V]) -> (Vec<(Key, GetMode)>, Vec<Ts>) {
+    // Each writing transaction once, newest first (its items share its timestamp and filter).
+    let mut writers: Vec<(Ts, &Meta)> = first
+        .iter()
+        .filter(|v| matches!(v.meta(), Meta::Bloom(_) | Meta::Siblings(_)))
+        .map(|v| (v.ts(), v.meta()))
+        .collect();
+    writers.sort_unstable_by_key(|w| std::cmp::Reverse(w.0));
+    writers.dedup_by_key(|w| w.0);
+    let fetch: Vec<(Key, GetMode)> = first
+        .iter()
+        .filter(|vj| {
+            writers
+                .iter()
+                .take_while(|w| w.0 > vj.ts())
+                .any(|(_, meta)| match meta {
+                    Meta::Bloom(b) => b.may_contain(vj.key()),
+                    Meta::Siblings(s) => s.contains(&vj.key()),
+                    _ => false,
+                })
+        })
+        .map(|vj| (vj.key(), GetMode::InRequestSet))
+        .collect();
+    if fetch.is_empty() {
+        return (fetch, Vec::new());
     }
-    fetch
+    (fetch, first_round_timestamps(first))
+}
+
+/// The distinct first-round timestamps, ascending.
+fn first_round_timestamps<V: FirstRoundView>(first: &[V]) -> Vec<Ts> {
+    let mut set: Vec<Ts> = first.iter().map(|v| v.ts()).collect();
+    set.sort_unstable();
+    set.dedup();
+    set
 }
 
 #[cfg(test)]
@@ -208,12 +226,12 @@ mod tests {
         let first = [v(1, 10, with_y), v(2, 0, Meta::None)];
         assert_eq!(
             second_round_hybrid(&first),
-            vec![(2, GetMode::InSet(vec![10]))]
+            (vec![(2, GetMode::InRequestSet)], vec![0, 10])
         );
         let without_y = Meta::Bloom(Bloom::of([1], 256, 4));
         let first = [v(1, 10, without_y), v(2, 0, Meta::None)];
         assert!(
-            second_round_hybrid(&first).is_empty(),
+            second_round_hybrid(&first).0.is_empty(),
             "the filter says y is certainly not a sibling: no second round"
         );
     }

@@ -355,19 +355,18 @@ impl PartitionServer {
             return;
         }
         let now = net.now();
-        let filter = ReadSetFilter::new(hint);
+        let mut filter = ReadSetFilter::new(hint);
         let mut results = Vec::with_capacity(reads.len());
         for &(key, ref mode) in &reads {
             let (r, prepared) = match mode {
                 GetMode::Latest => {
                     let r = self
                         .store
-                        .latest_as(key, true, |m, sig| filter.siblings(m, sig, key));
+                        .latest_as(key, true, |m, sig, ts| filter.siblings(m, sig, key, ts));
                     (r, false)
                 }
                 GetMode::LatestTs => (self.store.latest(key, false), false),
                 GetMode::Exact(ts) => self.store.exact(key, *ts),
-                GetMode::InSet(set) => self.store.in_set(key, set),
                 GetMode::InRequestSet => self.store.in_set(key, ts_set),
                 GetMode::AtTime(_) => unreachable!("handled by epci_get"),
             };

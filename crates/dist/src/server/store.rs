@@ -37,16 +37,16 @@ impl Version {
     }
 
     fn found(&self, key: Key, with_value: bool) -> ReadResult {
-        self.found_as(key, with_value, |m, _| m.clone())
+        self.found_as(key, with_value, |m, _, _| m.clone())
     }
 
-    /// The version as a read result whose metadata is `meta` of the stored one and its sibling
-    /// signature.
+    /// The version as a read result whose metadata is `meta` of the stored one, its sibling
+    /// signature and its timestamp.
     fn found_as(
         &self,
         key: Key,
         with_value: bool,
-        meta: impl FnOnce(&Meta, u64) -> Meta,
+        meta: impl FnOnce(&Meta, u64, Ts) -> Meta,
     ) -> ReadResult {
         ReadResult::Found {
             key,
@@ -58,7 +58,7 @@ impl Version {
                 Vec::new()
             },
             meta: if with_value {
-                meta(&self.meta, self.sibling_sig)
+                meta(&self.meta, self.sibling_sig, self.ts)
             } else {
                 Meta::None
             },
@@ -301,16 +301,16 @@ impl Store {
 
     /// The version at lastCommit (the null version if none), with value and metadata or the timestamp only.
     pub fn latest(&self, key: Key, with_value: bool) -> ReadResult {
-        self.latest_as(key, with_value, |m, _| m.clone())
+        self.latest_as(key, with_value, |m, _, _| m.clone())
     }
 
-    /// [`Store::latest`], answering `meta` of the version's metadata and its sibling signature (read
-    /// without copying the metadata first).
+    /// [`Store::latest`], answering `meta` of the version's metadata, its sibling signature and its
+    /// timestamp (read without copying the metadata first).
     pub fn latest_as(
         &self,
         key: Key,
         with_value: bool,
-        meta: impl FnOnce(&Meta, u64) -> Meta,
+        meta: impl FnOnce(&Meta, u64, Ts) -> Meta,
     ) -> ReadResult {
         match self.items.get(&key).and_then(|it| it.last.as_ref()) {
             Some(v) => v.found_as(key, with_value, meta),
