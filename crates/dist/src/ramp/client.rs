@@ -132,7 +132,7 @@ pub fn second_round_small<V: FirstRoundView>(first: &[V]) -> (Vec<(Key, GetMode)
 
 /// RAMP-H (Algorithm 3, lines 6–12): an item is fetched again when the Bloom filter of a newer
 /// first-round version says it MAY be a sibling; filters that answer "certainly not" leave it as
-/// read. The paper asks each such item for the highest of its version among those newer
+/// read. The paper asks each such item for its highest version among those newer
 /// timestamps. Here every fetched item is matched against the set of all first-round timestamps,
 /// which the request carries once, as RAMP-S's does ([`GetMode::InRequestSet`]). The answer is the
 /// same wherever it matters: a version of the item above the first round's with a timestamp in
