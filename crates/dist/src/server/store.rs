@@ -105,8 +105,8 @@ impl Item {
     }
 
     /// Where `ts` is or would go in `older`: the first position whose timestamp is not below it.
-    /// Writes in flight are recent, so their timestamps sit among the last versions, though clients'
-    /// clocks drift apart enough to land a write some way below the newest: the search gallops back
+    /// Writes in flight are recent, so their timestamps sit among the last versions, though
+    /// concurrent writers land some a little below the newest: the search gallops back
     /// from the end (1, 2, 4, ... versions) and bisects only the stretch it stopped in, so it
     /// touches the recently written lines of a hot item's history, not its cold middle.
     fn older_position(&self, ts: Ts) -> usize {
