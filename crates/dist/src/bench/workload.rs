@@ -4,6 +4,8 @@
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
+use rustc_hash::FxHashSet;
+
 use crate::msg::{Key, TxnSpec};
 
 /// The workload's shape.
@@ -122,7 +124,13 @@ pub struct TxnGen {
     shape: YcsbRamp,
     zipf: Option<std::sync::Arc<Zipf>>,
     rng: SmallRng,
+    /// The keys drawn so far for a long transaction (see [`SCAN_DISTINCT`]), kept between calls.
+    drawn: FxHashSet<Key>,
 }
+
+/// Transactions up to this long check that their keys are distinct by scanning them; longer ones
+/// use a set (a scan made 128-item transactions cost quadratic time to generate).
+const SCAN_DISTINCT: usize = 16;
 
 /// Shared, precomputed state of a workload (the zipfian constants), built once per run.
 #[derive(Clone, Debug)]
@@ -145,6 +153,7 @@ impl Workload {
             shape: self.shape.clone(),
             zipf: self.zipf.clone(),
             rng: SmallRng::seed_from_u64(seed ^ client.wrapping_mul(0x2545_f491_4f6c_dd1d)),
+            drawn: FxHashSet::default(),
         }
     }
 }
@@ -171,10 +180,17 @@ impl TxnGen {
 
     /// The next transaction and its kind.
     pub fn next_txn(&mut self) -> (TxnKind, TxnSpec) {
-        let mut keys: Vec<Key> = Vec::with_capacity(self.shape.ops);
-        while keys.len() < self.shape.ops {
+        let ops = self.shape.ops;
+        let mut keys: Vec<Key> = Vec::with_capacity(ops);
+        self.drawn.clear();
+        while keys.len() < ops {
             let k = self.key();
-            if !keys.contains(&k) {
+            let fresh = if ops <= SCAN_DISTINCT {
+                !keys.contains(&k)
+            } else {
+                self.drawn.insert(k)
+            };
+            if fresh {
                 keys.push(k);
             }
         }
@@ -209,6 +225,34 @@ impl TxnGen {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_transactions_draw_the_keys_a_scan_would_keep() {
+        let w = Workload::new(YcsbRamp {
+            items: 300,
+            ops: 128,
+            ..YcsbRamp::default()
+        });
+        let mut g = w.generator(3, 2);
+        for _ in 0..50 {
+            let mut scan = g.clone();
+            let mut want: Vec<Key> = Vec::new();
+            while want.len() < 128 {
+                let k = scan.key();
+                if !want.contains(&k) {
+                    want.push(k);
+                }
+            }
+            let (_, t) = g.next_txn();
+            let got: Vec<Key> = t
+                .reads
+                .iter()
+                .copied()
+                .chain(t.writes.iter().map(|w| w.0))
+                .collect();
+            assert_eq!(got, want, "same keys in the same order");
+        }
+    }
 
     #[test]
     fn transactions_have_distinct_keys_and_follow_the_read_ratio() {
