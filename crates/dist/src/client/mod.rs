@@ -10,11 +10,11 @@ use smallvec::SmallVec;
 use crate::epci::client as epci;
 use crate::locking::client as locking;
 use crate::msg::{
-    Algorithm, GetMode, Key, LockMode, Meta, Msg, Outcome, Participants, ReadResult, ReadSetHint,
-    ReadValue, Ts, TxnSpec,
+    Algorithm, GetMode, Key, LockMode, Meta, Msg, Outcome, Participants, ReadResult, ReadValue, Ts,
+    TxnSpec,
 };
 use crate::ramp::client::{self as ramp, FirstRoundView, RampKind};
-use crate::ramp::hint::{read_set_hint, sibling_sig};
+use crate::ramp::hint::{RoundHints, sibling_sig};
 use crate::ts::TsGen;
 use phasedb_net::{Addr, Transport};
 pub use router::Router;
@@ -280,32 +280,16 @@ impl TxnClient {
             _ => None,
         };
         let groups = self.router.group(reads);
-        let read_set = self.txn.reads.len();
-        // One hint per server, held in place (no allocation per GET round for up to four servers).
-        let hints: SmallVec<[ReadSetHint; 4]> = match kind {
-            Some(kind) => groups
-                .iter()
-                .map(|(to, _)| {
-                    let elsewhere = groups.iter().filter(|g| g.0 != *to);
-                    read_set_hint(
-                        kind,
-                        read_set,
-                        elsewhere.flat_map(|g| g.1.iter().map(|r| r.0)),
-                    )
-                })
-                .collect(),
-            None => SmallVec::new(),
-        };
-        let mut hints = hints.into_iter();
+        let mut hints = RoundHints::new(kind, self.txn.reads.len(), &groups);
         let requests = groups
             .into_iter()
-            .map(|(to, reads)| {
-                let hint = hints.next().unwrap_or(ReadSetHint::None);
+            .enumerate()
+            .map(|(i, (to, reads))| {
                 let m = Msg::Get {
                     rid,
                     reads,
                     ts_set: ts_set.clone(),
-                    hint,
+                    hint: hints.take(i),
                 };
                 (to, m)
             })

@@ -14,6 +14,7 @@
 
 use super::client::{RampKind, SMALL_READ_SET};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::msg::{Key, Meta, ReadSetHint, Ts};
 
@@ -48,40 +49,39 @@ impl ReadSig {
 
 /// The server's view of a reader's read set on other servers, built once per GET from its
 /// [`ReadSetHint`]; [`ReadSetFilter::siblings`] answers metadata relative to it ([`Meta::Siblings`]).
+/// Two words for a signature or no hint (every GET of every algorithm builds one); the state of a
+/// long named read set is built only for one.
 pub struct ReadSetFilter<'a> {
     hint: &'a ReadSetHint,
-    /// The items elsewhere, sorted, when they are named and too many to scan.
+    long: Option<Box<LongReadSet>>,
+}
+
+/// A long read set named item by item (RAMP-F read sets past [`SMALL_READ_SET`]).
+struct LongReadSet {
+    /// The items elsewhere, sorted.
     sorted: Vec<Key>,
     /// A bitmap of `sorted` (about 32 bits per item) that rejects most other keys in one test.
     bits: Vec<u64>,
-    /// For a long read set, the answers already given in this GET, by writer: the answer then
-    /// depends only on the write set, which every version of one transaction shares, and a long
-    /// write set costs a test per key. (The item itself is never among the items elsewhere.)
+    /// The answers already given in this GET, by writer: the answer then depends only on the write
+    /// set, which every version of one transaction shares, and a long write set costs a test per
+    /// key. (The item itself is never among the items elsewhere.)
     answered: FxHashMap<Ts, Meta>,
 }
 
-impl<'a> ReadSetFilter<'a> {
-    /// The filter of a GET with `hint`.
-    pub fn new(hint: &'a ReadSetHint) -> Self {
-        let mut filter = ReadSetFilter {
-            hint,
-            sorted: Vec::new(),
-            bits: Vec::new(),
+impl LongReadSet {
+    fn new(others: &[Key]) -> LongReadSet {
+        let mut sorted = others.to_vec();
+        sorted.sort_unstable();
+        let mut set = LongReadSet {
+            bits: vec![0; (sorted.len() / 2).next_power_of_two()],
+            sorted,
             answered: FxHashMap::default(),
         };
-        if let ReadSetHint::Others(others) = hint
-            && others.len() > SMALL_READ_SET
-        {
-            let mut all: Vec<Key> = others.to_vec();
-            all.sort_unstable();
-            filter.bits = vec![0; (all.len() / 2).next_power_of_two()];
-            for &k in &all {
-                let (word, bit) = filter.bit_of(k);
-                filter.bits[word] |= bit;
-            }
-            filter.sorted = all;
+        for i in 0..set.sorted.len() {
+            let (word, bit) = set.bit_of(set.sorted[i]);
+            set.bits[word] |= bit;
         }
-        filter
+        set
     }
 
     fn bit_of(&self, k: Key) -> (usize, u64) {
@@ -89,16 +89,33 @@ impl<'a> ReadSetFilter<'a> {
         (((h >> 6) as usize) & (self.bits.len() - 1), 1 << (h & 63))
     }
 
+    fn may_contain(&self, k: Key) -> bool {
+        let (word, bit) = self.bit_of(k);
+        self.bits[word] & bit != 0 && self.sorted.binary_search(&k).is_ok()
+    }
+}
+
+impl<'a> ReadSetFilter<'a> {
+    /// The filter of a GET with `hint`.
+    pub fn new(hint: &'a ReadSetHint) -> Self {
+        let long = match hint {
+            ReadSetHint::Others(others) if others.len() > SMALL_READ_SET => {
+                Some(Box::new(LongReadSet::new(others)))
+            }
+            _ => None,
+        };
+        ReadSetFilter { hint, long }
+    }
+
     /// False only if `k` is certainly not read elsewhere.
     fn may_contain(&self, k: Key) -> bool {
+        if let Some(long) = &self.long {
+            return long.may_contain(k);
+        }
         match self.hint {
             ReadSetHint::None => true,
             ReadSetHint::Sig(sig) => ReadSig(*sig).may_contain(k),
-            ReadSetHint::Others(o) if self.sorted.is_empty() => o.contains(&k),
-            ReadSetHint::Others(_) => {
-                let (word, bit) = self.bit_of(k);
-                self.bits[word] & bit != 0 && self.sorted.binary_search(&k).is_ok()
-            }
+            ReadSetHint::Others(o) => o.contains(&k),
         }
     }
 
@@ -114,15 +131,15 @@ impl<'a> ReadSetFilter<'a> {
         {
             return Meta::None;
         }
-        if !self.sorted.is_empty() && matches!(meta, Meta::WriteSet(_)) {
-            if let Some(m) = self.answered.get(&ts) {
-                return m.clone();
-            }
-            let m = self.trim(meta, key);
-            self.answered.insert(ts, m.clone());
-            return m;
+        let memo = matches!(meta, Meta::WriteSet(_));
+        if memo && let Some(m) = self.long.as_ref().and_then(|l| l.answered.get(&ts)) {
+            return m.clone();
         }
-        self.trim(meta, key)
+        let m = self.trim(meta, key);
+        if memo && let Some(long) = &mut self.long {
+            long.answered.insert(ts, m.clone());
+        }
+        m
     }
 
     fn trim(&self, meta: &Meta, key: Key) -> Meta {
@@ -159,6 +176,68 @@ pub fn read_set_hint(
         }
         RampKind::Fast => ReadSetHint::Others(elsewhere.collect()),
         _ => ReadSetHint::None,
+    }
+}
+
+/// The hints of one first-round GET per server, for the read set grouped by server. Short read
+/// sets take each group's signature once and give a server the union of the others' (the signature
+/// of its items elsewhere, as [`read_set_hint`] would compute it), with nothing built per round; long
+/// RAMP-F read sets name the items elsewhere per server.
+pub enum RoundHints {
+    /// No hints (other algorithms, second rounds, long RAMP-H read sets).
+    None,
+    /// The signature of each group's items, by group.
+    Sigs(SmallVec<[u64; 4]>),
+    /// Each group's hint, by group.
+    Named(Vec<ReadSetHint>),
+}
+
+impl RoundHints {
+    /// The hints of a first round by `kind` (none without) of a `read_set`-item read set grouped
+    /// by server as `groups`.
+    pub fn new<A: PartialEq, T>(
+        kind: Option<RampKind>,
+        read_set: usize,
+        groups: &[(A, Vec<(Key, T)>)],
+    ) -> RoundHints {
+        match kind {
+            Some(RampKind::Fast | RampKind::Hybrid) if read_set <= SMALL_READ_SET => {
+                RoundHints::Sigs(
+                    groups
+                        .iter()
+                        .map(|g| ReadSig::of(g.1.iter().map(|r| r.0)).0)
+                        .collect(),
+                )
+            }
+            Some(kind) => RoundHints::Named(
+                groups
+                    .iter()
+                    .map(|(to, _)| {
+                        let elsewhere = groups.iter().filter(|g| g.0 != *to);
+                        read_set_hint(
+                            kind,
+                            read_set,
+                            elsewhere.flat_map(|g| g.1.iter().map(|r| r.0)),
+                        )
+                    })
+                    .collect(),
+            ),
+            None => RoundHints::None,
+        }
+    }
+
+    /// The hint of group `i`.
+    pub fn take(&mut self, i: usize) -> ReadSetHint {
+        match self {
+            RoundHints::None => ReadSetHint::None,
+            RoundHints::Sigs(sigs) => ReadSetHint::Sig(
+                sigs.iter()
+                    .enumerate()
+                    .filter(|&(j, _)| j != i)
+                    .fold(0, |sig, (_, s)| sig | s),
+            ),
+            RoundHints::Named(hints) => std::mem::replace(&mut hints[i], ReadSetHint::None),
+        }
     }
 }
 
@@ -466,5 +545,38 @@ mod tests {
             outside < 150,
             "a 4-item signature admits few others: {outside}"
         );
+    }
+
+    #[test]
+    fn round_hints_give_each_server_the_hint_of_its_items_elsewhere() {
+        let mut rng = Rng(0x1234_5678);
+        for round in 0..400 {
+            let servers = 1 + rng.below(4) as usize;
+            let read_set = 1 + rng.below(40) as usize;
+            let mut groups: Vec<(usize, Vec<(Key, ())>)> = Vec::new();
+            for _ in 0..read_set {
+                let k = rng.below(1 << 40);
+                let to = (k % servers as u64) as usize;
+                match groups.iter_mut().find(|g| g.0 == to) {
+                    Some(g) => g.1.push((k, ())),
+                    None => groups.push((to, vec![(k, ())])),
+                }
+            }
+            let kinds = [RampKind::Fast, RampKind::Hybrid, RampKind::Small];
+            for kind in std::iter::once(None).chain(kinds.map(Some)) {
+                let mut hints = RoundHints::new(kind, read_set, &groups);
+                for (i, (to, _)) in groups.iter().enumerate() {
+                    let elsewhere = groups
+                        .iter()
+                        .filter(|g| g.0 != *to)
+                        .flat_map(|g| g.1.iter().map(|r| r.0));
+                    let want = match kind {
+                        Some(kind) => read_set_hint(kind, read_set, elsewhere),
+                        None => ReadSetHint::None,
+                    };
+                    assert_eq!(hints.take(i), want, "round {round}, {kind:?}, group {i}");
+                }
+            }
+        }
     }
 }
