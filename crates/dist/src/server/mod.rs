@@ -399,6 +399,10 @@ impl PartitionServer {
     }
 
     fn unlock<T: Transport<Msg>>(&mut self, net: &mut T, keys: &[Key], owner: Ts) {
+        if keys.is_empty() {
+            // A PUT of an algorithm without locks (NWNR): not even a clock read.
+            return;
+        }
         for g in self.locks.release(keys, owner, net.now()) {
             self.grant(net, g);
         }
