@@ -5,7 +5,6 @@ pub mod pool;
 pub mod router;
 
 use rustc_hash::FxHashMap;
-use smallvec::SmallVec;
 
 use crate::epci::client as epci;
 use crate::locking::client as locking;
@@ -14,7 +13,7 @@ use crate::msg::{
     TxnSpec,
 };
 use crate::ramp::client::{self as ramp, FirstRoundView, RampKind};
-use crate::ramp::hint::{RoundHints, sibling_sig};
+use crate::ramp::hint::{RoundHints, sibling_sigs};
 use crate::ts::TsGen;
 use phasedb_net::{Addr, Transport};
 pub use router::Router;
@@ -343,13 +342,7 @@ impl TxnClient {
                 let participants: Participants = groups.iter().map(|g| g.0).collect();
                 let coordinator =
                     (algorithm == Algorithm::Epci).then(|| epci::coordinator(ts, &participants));
-                let sigs: SmallVec<[u64; 4]> = groups
-                    .iter()
-                    .map(|(to, _)| {
-                        let elsewhere = groups.iter().filter(|g| g.0 != *to);
-                        sibling_sig(&meta, elsewhere.flat_map(|g| g.1.iter().map(|w| w.0)))
-                    })
-                    .collect();
+                let sigs = sibling_sigs(&meta, &groups);
                 let rid = self.next_rid();
                 let requests = groups
                     .into_iter()

@@ -186,7 +186,7 @@ pub fn read_set_hint(
 pub enum RoundHints {
     /// No hints (other algorithms, second rounds, long RAMP-H read sets).
     None,
-    /// The signature of each group's items, by group.
+    /// The signature of each group's items elsewhere, by group ([`elsewhere_sigs`]).
     Sigs(SmallVec<[u64; 4]>),
     /// Each group's hint, by group.
     Named(Vec<ReadSetHint>),
@@ -202,12 +202,7 @@ impl RoundHints {
     ) -> RoundHints {
         match kind {
             Some(RampKind::Fast | RampKind::Hybrid) if read_set <= SMALL_READ_SET => {
-                RoundHints::Sigs(
-                    groups
-                        .iter()
-                        .map(|g| ReadSig::of(g.1.iter().map(|r| r.0)).0)
-                        .collect(),
-                )
+                RoundHints::Sigs(elsewhere_sigs(groups))
             }
             Some(kind) => RoundHints::Named(
                 groups
@@ -230,25 +225,37 @@ impl RoundHints {
     pub fn take(&mut self, i: usize) -> ReadSetHint {
         match self {
             RoundHints::None => ReadSetHint::None,
-            RoundHints::Sigs(sigs) => ReadSetHint::Sig(
-                sigs.iter()
-                    .enumerate()
-                    .filter(|&(j, _)| j != i)
-                    .fold(0, |sig, (_, s)| sig | s),
-            ),
+            RoundHints::Sigs(sigs) => ReadSetHint::Sig(sigs[i]),
             RoundHints::Named(hints) => std::mem::replace(&mut hints[i], ReadSetHint::None),
         }
     }
 }
 
-/// The sibling signature a writer sends with the PREPARE to one server: the [`ReadSig`] of its
+/// For keys grouped by server (one group per server), the [`ReadSig`] of each group's keys on the
+/// other servers: each group's signature is taken once, and a group's is the union of the others'.
+pub fn elsewhere_sigs<A, T>(groups: &[(A, Vec<(Key, T)>)]) -> SmallVec<[u64; 4]> {
+    let own: SmallVec<[u64; 4]> = groups
+        .iter()
+        .map(|g| ReadSig::of(g.1.iter().map(|r| r.0)).0)
+        .collect();
+    (0..own.len())
+        .map(|i| {
+            own.iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .fold(0, |sig, (_, s)| sig | s)
+        })
+        .collect()
+}
+
+/// The sibling signatures a writer sends with its PREPAREs, by server group: the [`ReadSig`] of its
 /// items on the other servers (0 without metadata, which names no siblings). A reader only ever
 /// needs siblings on other servers than the one it reads a version from, and its own items there
 /// are what its signature covers, so the two are compared without the keys of either.
-pub fn sibling_sig(meta: &Meta, elsewhere: impl Iterator<Item = Key>) -> u64 {
+pub fn sibling_sigs<A, T>(meta: &Meta, groups: &[(A, Vec<(Key, T)>)]) -> SmallVec<[u64; 4]> {
     match meta {
-        Meta::None => 0,
-        _ => ReadSig::of(elsewhere).0,
+        Meta::None => groups.iter().map(|_| 0).collect(),
+        _ => elsewhere_sigs(groups),
     }
 }
 
@@ -261,6 +268,15 @@ mod tests {
     use crate::server::store::Store;
 
     const KEYS: u64 = 48;
+
+    /// What a PREPARE's sibling signature stands for: the signature of the writer's items on the
+    /// other servers, 0 without metadata.
+    fn sibling_sig_of(meta: &Meta, elsewhere: impl Iterator<Item = Key>) -> u64 {
+        match meta {
+            Meta::None => 0,
+            _ => ReadSig::of(elsewhere).0,
+        }
+    }
 
     /// A key, the low ones far more often (so readers race writers on them).
     fn skewed(rng: &mut Rng) -> Key {
@@ -320,7 +336,7 @@ mod tests {
                         .filter(|&k| server_of(k) == server)
                         .collect();
                     let elsewhere = keys.iter().copied().filter(|&k| server_of(k) != server);
-                    let sig = sibling_sig(&meta, elsewhere);
+                    let sig = sibling_sig_of(&meta, elsewhere);
                     for &k in &here {
                         self.stores[server].prepare(k, ts, vec![1], meta.clone(), sig);
                     }
@@ -548,7 +564,7 @@ mod tests {
     }
 
     #[test]
-    fn round_hints_give_each_server_the_hint_of_its_items_elsewhere() {
+    fn round_hints_and_sibling_signatures_cover_each_servers_items_elsewhere() {
         let mut rng = Rng(0x1234_5678);
         for round in 0..400 {
             let servers = 1 + rng.below(4) as usize;
@@ -575,6 +591,20 @@ mod tests {
                         None => ReadSetHint::None,
                     };
                     assert_eq!(hints.take(i), want, "round {round}, {kind:?}, group {i}");
+                }
+            }
+            let keys: Vec<Key> = groups
+                .iter()
+                .flat_map(|g| g.1.iter().map(|r| r.0))
+                .collect();
+            for meta in [Meta::None, Meta::WriteSet(keys.as_slice().into())] {
+                let sigs = sibling_sigs(&meta, &groups);
+                for (i, (to, _)) in groups.iter().enumerate() {
+                    let elsewhere = groups
+                        .iter()
+                        .filter(|g| g.0 != *to)
+                        .flat_map(|g| g.1.iter().map(|r| r.0));
+                    assert_eq!(sigs[i], sibling_sig_of(&meta, elsewhere), "round {round}");
                 }
             }
         }
