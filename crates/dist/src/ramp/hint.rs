@@ -72,25 +72,26 @@ impl LongReadSet {
     fn new(others: &[Key]) -> LongReadSet {
         let mut sorted = others.to_vec();
         sorted.sort_unstable();
-        let mut set = LongReadSet {
-            bits: vec![0; (sorted.len() / 2).next_power_of_two()],
-            sorted,
-            answered: FxHashMap::default(),
-        };
-        for i in 0..set.sorted.len() {
-            let (word, bit) = set.bit_of(set.sorted[i]);
-            set.bits[word] |= bit;
+        let mut bits = vec![0; (sorted.len() / 2).next_power_of_two()];
+        for &k in &sorted {
+            let (word, bit) = Self::bit_of(bits.len(), k);
+            bits[word] |= bit;
         }
-        set
+        LongReadSet {
+            sorted,
+            bits,
+            answered: FxHashMap::default(),
+        }
     }
 
-    fn bit_of(&self, k: Key) -> (usize, u64) {
+    /// The word and bit of `k` in a bitmap of `words` words (a power of two).
+    fn bit_of(words: usize, k: Key) -> (usize, u64) {
         let h = key_hash(k) >> 32;
-        (((h >> 6) as usize) & (self.bits.len() - 1), 1 << (h & 63))
+        (((h >> 6) as usize) & (words - 1), 1 << (h & 63))
     }
 
     fn may_contain(&self, k: Key) -> bool {
-        let (word, bit) = self.bit_of(k);
+        let (word, bit) = Self::bit_of(self.bits.len(), k);
         self.bits[word] & bit != 0 && self.sorted.binary_search(&k).is_ok()
     }
 }
@@ -161,34 +162,17 @@ impl<'a> ReadSetFilter<'a> {
     }
 }
 
-/// The hint a RAMP client sends with the first-round GET to a server: `elsewhere` are the items,
-/// of a read set of `read_set` items, on other servers. A signature of them for short RAMP-F and
-/// RAMP-H read sets; for long ones a saturated signature would let every version's metadata
-/// through, so RAMP-F names the items themselves and RAMP-H sends nothing.
-pub fn read_set_hint(
-    kind: RampKind,
-    read_set: usize,
-    elsewhere: impl Iterator<Item = Key>,
-) -> ReadSetHint {
-    match kind {
-        RampKind::Fast | RampKind::Hybrid if read_set <= SMALL_READ_SET => {
-            ReadSetHint::Sig(ReadSig::of(elsewhere).0)
-        }
-        RampKind::Fast => ReadSetHint::Others(elsewhere.collect()),
-        _ => ReadSetHint::None,
-    }
-}
-
-/// The hints of one first-round GET per server, for the read set grouped by server. Short read
-/// sets take each group's signature once and give a server the union of the others' (the signature
-/// of its items elsewhere, as [`read_set_hint`] would compute it), with nothing built per round; long
-/// RAMP-F read sets name the items elsewhere per server.
+/// The hints of a RAMP client's first-round GETs, one per server: what each tells its server about
+/// the read set's items on the other servers. Short RAMP-F and RAMP-H read sets send a signature of
+/// them (each group's signature is taken once and a server gets the union of the others'); for long
+/// ones a saturated signature would let every version's metadata through, so RAMP-F names the items
+/// themselves and RAMP-H sends nothing.
 pub enum RoundHints {
     /// No hints (other algorithms, second rounds, long RAMP-H read sets).
     None,
     /// The signature of each group's items elsewhere, by group ([`elsewhere_sigs`]).
     Sigs(SmallVec<[u64; 4]>),
-    /// Each group's hint, by group.
+    /// Each group's items elsewhere, by group ([`ReadSetHint::Others`]).
     Named(Vec<ReadSetHint>),
 }
 
@@ -204,20 +188,18 @@ impl RoundHints {
             Some(RampKind::Fast | RampKind::Hybrid) if read_set <= SMALL_READ_SET => {
                 RoundHints::Sigs(elsewhere_sigs(groups))
             }
-            Some(kind) => RoundHints::Named(
+            Some(RampKind::Fast) => RoundHints::Named(
                 groups
                     .iter()
                     .map(|(to, _)| {
                         let elsewhere = groups.iter().filter(|g| g.0 != *to);
-                        read_set_hint(
-                            kind,
-                            read_set,
-                            elsewhere.flat_map(|g| g.1.iter().map(|r| r.0)),
+                        ReadSetHint::Others(
+                            elsewhere.flat_map(|g| g.1.iter().map(|r| r.0)).collect(),
                         )
                     })
                     .collect(),
             ),
-            None => RoundHints::None,
+            _ => RoundHints::None,
         }
     }
 
@@ -268,6 +250,22 @@ mod tests {
     use crate::server::store::Store;
 
     const KEYS: u64 = 48;
+
+    /// What a first-round hint to one server stands for, from the read set's items on the other
+    /// servers (`elsewhere`), as [`RoundHints`] describes it.
+    fn read_set_hint(
+        kind: RampKind,
+        read_set: usize,
+        elsewhere: impl Iterator<Item = Key>,
+    ) -> ReadSetHint {
+        match kind {
+            RampKind::Fast | RampKind::Hybrid if read_set <= SMALL_READ_SET => {
+                ReadSetHint::Sig(ReadSig::of(elsewhere).0)
+            }
+            RampKind::Fast => ReadSetHint::Others(elsewhere.collect()),
+            _ => ReadSetHint::None,
+        }
+    }
 
     /// What a PREPARE's sibling signature stands for: the signature of the writer's items on the
     /// other servers, 0 without metadata.
