@@ -195,7 +195,7 @@ impl PartitionServer {
                 for (key, value) in writes {
                     self.store.put(key, ts, value, now);
                 }
-                self.unlock(net, &unlock, owner);
+                self.unlock(net, &unlock, owner, now);
                 let newest = self.store.newest();
                 net.send(from, Msg::PutAck { rid, newest });
             }
@@ -218,7 +218,8 @@ impl PartitionServer {
             }
             Msg::Renew { keys, owner } => self.locks.renew(&keys, owner, net.now()),
             Msg::Unlock { rid, keys, owner } => {
-                self.unlock(net, &keys, owner);
+                let now = net.now();
+                self.unlock(net, &keys, owner, now);
                 net.send(from, Msg::UnlockAck { rid });
             }
             Msg::Status { ts } => {
@@ -398,12 +399,10 @@ impl PartitionServer {
         net.send(w.from, Msg::LockGranted { rid: w.rid, result });
     }
 
-    fn unlock<T: Transport<Msg>>(&mut self, net: &mut T, keys: &[Key], owner: Ts) {
-        if keys.is_empty() {
-            // A PUT of an algorithm without locks (NWNR): not even a clock read.
-            return;
-        }
-        for g in self.locks.release(keys, owner, net.now()) {
+    /// Releases `owner`'s locks on `keys` at `now` (the handler's clock reading, taken once per
+    /// message) and grants what waited on them.
+    fn unlock<T: Transport<Msg>>(&mut self, net: &mut T, keys: &[Key], owner: Ts, now: u64) {
+        for g in self.locks.release(keys, owner, now) {
             self.grant(net, g);
         }
     }
