@@ -29,6 +29,8 @@ fn causes(s: &TypeStats) -> Value {
         "validation",
         "phantom",
         "insert_race",
+        "deadlock",
+        "lock_timeout",
     ];
     debug_assert_eq!(names.len(), CONFLICT_KINDS.len());
     Value::Object(

@@ -43,6 +43,11 @@ pub enum Conflict {
     Phantom,
     /// An insert raced with another insert of the same key.
     InsertRace,
+    /// Waiting for a lock would close a cycle: this transaction upgrades a shared lock whose exclusive
+    /// lock another upgrader holds while it waits for this one's shared lock to go.
+    Deadlock,
+    /// A blocking wait for a lock outlasted the deadlock timeout (a presumed deadlock).
+    LockTimeout,
 }
 
 impl std::fmt::Display for Conflict {
@@ -53,6 +58,8 @@ impl std::fmt::Display for Conflict {
             Conflict::Validation => "read set changed before commit",
             Conflict::Phantom => "phantom insert or delete in a read range",
             Conflict::InsertRace => "concurrent insert of the same key",
+            Conflict::Deadlock => "lock upgrade that would deadlock",
+            Conflict::LockTimeout => "lock wait past the deadlock timeout",
         };
         f.write_str(s)
     }

@@ -10,7 +10,7 @@ pub struct TypeStats {
     /// Attempts aborted by a conflict (each retried).
     pub conflicts: u64,
     /// Conflicts by cause, indexed like [`CONFLICT_KINDS`].
-    pub conflict_kinds: [u64; 5],
+    pub conflict_kinds: [u64; 7],
     /// Transactions the procedure aborted.
     pub user_aborts: u64,
     /// Transactions that ended in another error (duplicate key, panic, retry limit...).
@@ -23,12 +23,14 @@ pub struct TypeStats {
 }
 
 /// The conflict causes in the order of [`TypeStats::conflict_kinds`].
-pub const CONFLICT_KINDS: [Conflict; 5] = [
+pub const CONFLICT_KINDS: [Conflict; 7] = [
     Conflict::ReadLocked,
     Conflict::WriteLocked,
     Conflict::Validation,
     Conflict::Phantom,
     Conflict::InsertRace,
+    Conflict::Deadlock,
+    Conflict::LockTimeout,
 ];
 
 impl Default for TypeStats {
@@ -36,7 +38,7 @@ impl Default for TypeStats {
         TypeStats {
             committed: 0,
             conflicts: 0,
-            conflict_kinds: [0; 5],
+            conflict_kinds: [0; 7],
             user_aborts: 0,
             failures: 0,
             stashed: 0,

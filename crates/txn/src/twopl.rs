@@ -6,6 +6,11 @@
 //! - `2pl` (the Doppel paper's baseline) waits, and resolves deadlocks by timeout: a wait longer than
 //!   [`DEADLOCK_TIMEOUT`] aborts the waiter, which retries after backoff.
 //!
+//! Under every policy, a transaction that upgrades its shared lock and finds the exclusive lock taken
+//! aborts at once: the taker holds the lock bit while it waits for the shared holders to leave, this
+//! transaction among them, so waiting would be a certain deadlock (two transactions that each read a
+//! row, then update it).
+//!
 //! Reads take shared locks while executing, writes take exclusive locks when first buffered; both are
 //! held until commit or abort. Inserts lock their placeholder at commit, and phantoms (point misses,
 //! scans) are checked at commit as OCC does, since locks protect only records that exist.
@@ -98,7 +103,7 @@ impl Wait {
         if self.spins.is_multiple_of(64) {
             let since = *self.since.get_or_insert_with(Instant::now);
             if since.elapsed() > DEADLOCK_TIMEOUT {
-                return Err(TxError::Conflict(conflict));
+                return Err(TxError::Conflict(Conflict::LockTimeout));
             }
             std::thread::yield_now();
         } else {
@@ -231,6 +236,9 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
                 if word & LOCK != 0 {
                     if word & UNLINKED != 0 {
                         return Err(TxError::Conflict(Conflict::WriteLocked));
+                    }
+                    if own_readers != 0 {
+                        return Err(TxError::Conflict(Conflict::Deadlock));
                     }
                     wait.decide::<POLICY>(
                         st.ts,
