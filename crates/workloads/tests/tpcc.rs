@@ -1,6 +1,6 @@
 //! TPC-C: the initial population matches the specification, the consistency conditions hold after
-//! load and after concurrent runs and the check catches a break of each of conditions 2, 4 and 8-11, every
-//! transaction type commits, NewOrder's invalid items roll back as user aborts, and a recorded run is
+//! load and after concurrent runs under every protocol and the check catches a break of each of
+//! conditions 2, 4 and 8-11, every transaction type commits, NewOrder's invalid items roll back as user aborts, and a recorded run is
 //! serializable.
 //!
 //! Runs are timed, so a seed fixes what each thread generates but not the interleaving; a failure
@@ -9,7 +9,10 @@
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use phasedb_txn::{Config, Database, NoCc, Occ, Protocol, TableId, TxError, Worker, columns};
+use phasedb_txn::{
+    Adaptive, Config, Database, Doppel, NoCc, Occ, Protocol, SwissTm, TableId, TicToc,
+    TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie, TxError, Worker, columns,
+};
 use phasedb_workloads::tpcc::customer::{self, CustomerBy};
 use phasedb_workloads::tpcc::schema::{self, Tables};
 use phasedb_workloads::tpcc::{
@@ -537,6 +540,41 @@ fn occ_coarse_mix_keeps_the_conditions() {
 #[test]
 fn occ_fine_mix_keeps_the_conditions() {
     occ_mix(true);
+}
+
+/// A short standard mix on one warehouse (every thread on it), coarse and fine.
+fn mix_keeps_the_conditions<P: Protocol>() {
+    for fine in [false, true] {
+        let ctx = format!(
+            "{}, standard mix, fine = {fine}, 2 threads, seed {}",
+            P::NAME,
+            seed()
+        );
+        let cfg = TpccConfig {
+            fine,
+            ..TpccConfig::default()
+        };
+        every_type_commits(&run::<P>(cfg, 2, 150, false), &ctx);
+    }
+}
+
+#[test]
+fn locking_protocols_keep_the_conditions() {
+    mix_keeps_the_conditions::<TwoPlNoWait>();
+    mix_keeps_the_conditions::<TwoPlWaitDie>();
+    mix_keeps_the_conditions::<TwoPlBlocking>();
+}
+
+#[test]
+fn tictoc_swisstm_and_adaptive_keep_the_conditions() {
+    mix_keeps_the_conditions::<TicToc>();
+    mix_keeps_the_conditions::<SwissTm>();
+    mix_keeps_the_conditions::<Adaptive>();
+}
+
+#[test]
+fn doppel_keeps_the_conditions() {
+    mix_keeps_the_conditions::<Doppel>();
 }
 
 #[test]

@@ -49,7 +49,7 @@ pub(super) fn sample_conflict(st: &TxState<TidWord>, db: &Database<Doppel>) {
         if op.is_some() {
             sample.op = op;
         } else {
-            slot.unsplittable += 1;
+            sample.others += 1;
         }
     }
 }
@@ -174,6 +174,7 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
     let merged = &mut coord.conflicts;
     merged.retain(|_, s| {
         s.count /= 2;
+        s.others /= 2;
         s.count > 0
     });
     for slot in 0..db.activity.high() {
@@ -182,11 +183,11 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
         for (id, sample) in s.conflicts.drain() {
             let m = merged.entry(id).or_default();
             m.count += sample.count;
+            m.others += sample.others;
             if sample.op.is_some() {
                 m.op = sample.op;
             }
         }
-        s.unsplittable = 0;
     }
     let taken = |labels: &[SplitLabel], l: &SplitLabel| {
         labels
@@ -202,7 +203,10 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
     if policy.auto {
         let mut hot: Vec<(u64, SplitLabel, u8)> = merged
             .iter()
-            .filter(|(_, s)| s.count >= policy.min_conflicts)
+            .filter(|(_, s)| {
+                s.count >= policy.min_conflicts
+                    && (s.count - s.others) as f64 >= policy.min_op_share * s.count as f64
+            })
             .filter_map(|(&(table, key, group), s)| {
                 let (col, kind) = s.op?;
                 Some((

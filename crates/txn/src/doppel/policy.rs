@@ -9,8 +9,10 @@ pub struct SplitPolicy {
     pub min_conflicts: u64,
     /// Most records split at once.
     pub max_split: usize,
-    /// A split record stays split while its selected operation is at least this share of the
-    /// accesses that reached it in a split phase (operations applied plus transactions stashed).
+    /// A record is split only while its operation is at least this share of what contends on it:
+    /// of the conflicts sampled on it in joined phases (the rest, transactions that read or wrote
+    /// it otherwise, would be stashed), and of the accesses that reached it in a split phase
+    /// (operations applied plus transactions stashed) for it to stay split.
     pub min_op_share: f64,
     /// Fewest operations on a split record in one split phase for it to stay split.
     pub min_ops: u64,

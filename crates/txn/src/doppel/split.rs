@@ -50,11 +50,13 @@ pub(crate) struct EntrySample {
     pub other: [u64; 6],
 }
 
-/// A conflict sample of a joined phase: how often a record's group made a transaction abort, and the
-/// splittable operation (column and kind) transactions ran on it, if any.
+/// A conflict sample of a joined phase: how often a record's group made a transaction abort, how
+/// many of those transactions ran no splittable operation on it (splitting the record would stash
+/// them), and the splittable operation (column and kind) the others ran, if any.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ConflictSample {
     pub count: u64,
+    pub others: u64,
     pub op: Option<(u16, OpKind)>,
 }
 
@@ -75,8 +77,6 @@ pub(crate) struct SlotState {
     pub samples: Vec<EntrySample>,
     /// Joined-phase conflicts by (table, key, group).
     pub conflicts: FxHashMap<(TableId, u64, u8), ConflictSample>,
-    /// Joined-phase conflicts on records no splittable operation touched.
-    pub unsplittable: u64,
     /// Transactions stashed in this split phase.
     pub stashed: u64,
     /// Column bytes being merged.
