@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::{Mix, open_with, run_on, seeds};
 use phasedb_check::check_serializable;
 use phasedb_storage::{ColumnType, Schema, TableSpec};
-use phasedb_txn::{Config, Database, Doppel, OpKind, TableId, TxError, Worker, columns};
+use phasedb_txn::{Config, Database, Doppel, OpKind, SplitOp, TableId, TxError, Worker, columns};
 
 const MIX: Mix = Mix {
     keys: 12,
@@ -234,6 +234,60 @@ fn a_hot_key_that_changes_identity_is_split_in_turn() {
     });
     let total: u64 = done.iter().sum();
     assert_eq!((value(&db, t, 3, 0) + value(&db, t, 11, 0)) as u64, total);
+}
+
+/// Transactions that read a hot row and add to it by a commutative update would all be stashed were
+/// it split (as TPC-C's Payment reads a District's name and adds to its year-to-date total), so their
+/// conflicts do not split it (read-modify-write adds do: see the hot key test above).
+#[test]
+fn conflicts_of_transactions_that_also_read_the_record_do_not_split_it() {
+    let mut cfg = config(2000, false);
+    cfg.split.min_conflicts = 2;
+    let (db, t) = counters(cfg, 4);
+    let start = Barrier::new(2);
+    let seen = std::sync::atomic::AtomicU64::new(0);
+    let committed: i64 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let (db, start, seen) = (&db, &start, &seen);
+                s.spawn(move || {
+                    let mut w = db.worker();
+                    start.wait();
+                    let began = Instant::now();
+                    let mut n = 0;
+                    // Until both threads together have seen enough conflicts to split the row
+                    // many times over.
+                    while seen.load(Ordering::Relaxed) < 16
+                        && n < 2_000_000
+                        && began.elapsed() < Duration::from_secs(10)
+                    {
+                        let before = w.stats().total().conflicts;
+                        w.execute(0, |tx| {
+                            let v = tx.get_columns(t, 0, columns(&[0]))?.unwrap().i64(0);
+                            std::hint::black_box(v);
+                            tx.commute(t, 0, 0, SplitOp::Add(1)).map(|_| ())
+                        })
+                        .unwrap();
+                        seen.fetch_add(w.stats().total().conflicts - before, Ordering::Relaxed);
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let conflicts = seen.into_inner();
+    let stats = db.phase_stats();
+    assert_eq!(value(&db, t, 0, 0), committed);
+    assert!(
+        conflicts >= 8,
+        "the row was not contended: {conflicts} conflicts"
+    );
+    assert_eq!(
+        stats.ever_split, 0,
+        "{conflicts} conflicts split it: {stats:?}"
+    );
 }
 
 #[test]

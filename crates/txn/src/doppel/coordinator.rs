@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use parking_lot::MutexGuard;
-use phasedb_storage::ColumnType;
+use phasedb_storage::{ColumnType, TableId};
 
 use super::policy::SplitPolicy;
 use super::reconcile;
@@ -14,7 +14,7 @@ use super::{Doppel, JOINED, RECONCILE, SPLIT_PHASE};
 use crate::database::Database;
 use crate::phase;
 use crate::splittable::{self, OpKind};
-use crate::state::TxState;
+use crate::state::{TxState, WriteKind};
 use crate::tid::{ABSENT, EPOCH_SHIFT, LOCK, SPLIT, TidWord, UNLINKED, tid};
 
 /// The shortest joined phase between two split phases.
@@ -31,25 +31,53 @@ pub(super) fn sample_conflict(st: &TxState<TidWord>, db: &Database<Doppel>) {
             continue;
         }
         let key = r.key;
+        let group = r.group as usize;
+        let schema = table.schema();
+        let on_group = |c: &&(TableId, u64, u16, OpKind)| {
+            c.0 == r.table && c.1 == key && schema.column(c.2 as usize).group == group
+        };
         let op = st
             .split_candidates
             .iter()
-            .find(|c| {
-                c.0 == r.table
-                    && c.1 == key
-                    && table.schema().column(c.2 as usize).group == r.group as usize
-            })
+            .find(on_group)
             .map(|c| (c.2, c.3));
+        // Were the record split, an attempt that also wrote the group other than by splittable
+        // operations, or read it besides a commutative update (which reads nothing itself), would be
+        // stashed, and its conflicts would stay: TPC-C's NewOrder on a District row whose
+        // year-to-date Payment adds to, or Payment itself reading the row's name.
+        let op_cols = st
+            .split_candidates
+            .iter()
+            .filter(on_group)
+            .fold(0u64, |m, c| m | 1 << c.2);
+        let touched_otherwise = st.find_write(r.table, key).is_some_and(|w| {
+            let e = &st.writes[w];
+            let commuted = || {
+                st.deferred_ops
+                    .iter()
+                    .any(|d| d.write as usize == w && schema.column(d.col as usize).group == group)
+            };
+            match e.kind {
+                WriteKind::Update => {
+                    e.columns & schema.groups()[group].columns & !op_cols != 0 || commuted()
+                }
+                WriteKind::Insert | WriteKind::Delete => true,
+                WriteKind::Cancelled => false,
+            }
+        });
         let id = (r.table, key, r.group);
         if slot.conflicts.len() >= MAX_SAMPLED && !slot.conflicts.contains_key(&id) {
             continue;
         }
         let sample = slot.conflicts.entry(id).or_default();
         sample.count += 1;
+        if touched_otherwise {
+            sample.others += 1;
+        } else if op.is_some() {
+            sample.by_op += 1;
+        }
         if op.is_some() {
             sample.op = op;
-        } else {
-            sample.others += 1;
         }
     }
 }
@@ -174,6 +202,7 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
     let merged = &mut coord.conflicts;
     merged.retain(|_, s| {
         s.count /= 2;
+        s.by_op /= 2;
         s.others /= 2;
         s.count > 0
     });
@@ -183,6 +212,7 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
         for (id, sample) in s.conflicts.drain() {
             let m = merged.entry(id).or_default();
             m.count += sample.count;
+            m.by_op += sample.by_op;
             m.others += sample.others;
             if sample.op.is_some() {
                 m.op = sample.op;
@@ -205,7 +235,7 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
             .iter()
             .filter(|(_, s)| {
                 s.count >= policy.min_conflicts
-                    && (s.count - s.others) as f64 >= policy.min_op_share * s.count as f64
+                    && s.by_op as f64 >= policy.min_op_share * (s.by_op + s.others) as f64
             })
             .filter_map(|(&(table, key, group), s)| {
                 let (col, kind) = s.op?;

@@ -50,12 +50,15 @@ pub(crate) struct EntrySample {
     pub other: [u64; 6],
 }
 
-/// A conflict sample of a joined phase: how often a record's group made a transaction abort, how
-/// many of those transactions ran no splittable operation on it (splitting the record would stash
-/// them), and the splittable operation (column and kind) the others ran, if any.
+/// A conflict sample of a joined phase: how often a record's group made a transaction abort; how
+/// many of those transactions touched it only by a splittable operation (a split would spare them)
+/// and how many also wrote it otherwise or read it besides a commutative update (a split would
+/// stash them and keep their conflicts; plain readers count in neither); and the splittable
+/// operation (column and kind) transactions ran on it, if any.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ConflictSample {
     pub count: u64,
+    pub by_op: u64,
     pub others: u64,
     pub op: Option<(u16, OpKind)>,
 }
