@@ -11,7 +11,7 @@ use phasedb_txn::{
     Adaptive, Config, Database, Doppel, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait,
     TwoPlWaitDie, columns,
 };
-use phasedb_workloads::rubis::schema::{self, items, users};
+use phasedb_workloads::rubis::schema::{self, bids, bids_by_user, items, users};
 use phasedb_workloads::rubis::{
     REGISTER_USER, Rubis, RubisConfig, RubisMix, STORE_BID, STORE_BUY_NOW, STORE_COMMENT,
     STORE_ITEM, TXN_TYPES,
@@ -107,6 +107,25 @@ fn check_catches_inconsistent_metadata() {
         assert!(err.contains(needle), "{what}: {err}");
         set_i64(table, key, col, v);
         assert_eq!(rubis.check(&db), Ok(()), "{what} restored");
+    }
+    // A bids_by_user entry for a bid that does not exist; then for an existing bid of another user.
+    let (bid, bidder, item) = {
+        let mut first = None;
+        db.for_each_row_quiescent(t.bids, |id, row| {
+            first.get_or_insert((id, row.u64(bids::USER), row.u64(bids::ITEM)));
+        });
+        first.expect("the load placed bids")
+    };
+    for (user, row) in [(bidder, 999_999), (bidder + 1, bid)] {
+        let key = schema::user_row_key(user, row);
+        db.execute(|tx| tx.insert(t.bids_by_user, key, |w| w.set_u64(bids_by_user::ITEM, item)))
+            .unwrap();
+        let err = rubis
+            .check(&db)
+            .expect_err("a bids_by_user entry for no bid");
+        assert!(err.contains("bids_by_user names bid"), "{err}");
+        db.execute(|tx| tx.delete(t.bids_by_user, key)).unwrap();
+        assert_eq!(rubis.check(&db), Ok(()), "bids_by_user restored");
     }
     db.execute(|tx| {
         let id = 1_000_000u64;

@@ -48,6 +48,10 @@ fn bids_per_item<P: Protocol>(
             amount: row.i64(bids::BID),
         });
     });
+    // Hot items hold most bids: look a bid up by id instead of scanning its item's bids.
+    for bids in per_item.values_mut() {
+        bids.sort_unstable_by_key(|b| b.id);
+    }
     let mut by_user = 0;
     let mut wrong = None;
     db.for_each_row_quiescent(t.bids_by_user, |key, row| {
@@ -57,9 +61,10 @@ fn bids_per_item<P: Protocol>(
             row_of_user_key(key),
             row.u64(bids_by_user::ITEM),
         );
-        let found = per_item
-            .get(&item)
-            .is_some_and(|b| b.iter().any(|b| b.id == bid && b.user == user));
+        let found = per_item.get(&item).is_some_and(|b| {
+            b.binary_search_by_key(&bid, |b| b.id)
+                .is_ok_and(|i| b[i].user == user)
+        });
         if !found && wrong.is_none() {
             wrong = Some(format!(
                 "bids_by_user names bid {bid} of user {user} on item {item}, which does not exist"
