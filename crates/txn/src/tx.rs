@@ -118,6 +118,11 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         if let Some(done) = P::apply_in_place(self.st, self.db, t, key, col, op, self.guard) {
             return done;
         }
+        // Under locking, the existence check would share-lock the row and the write then upgrade:
+        // two commutes on one row would deadlock.
+        if P::READS_LOCK && !self.lock_for_update(t, key, columns(&[col]))? {
+            return Ok(false);
+        }
         let Some(w) = self.update_entry(t, key)? else {
             return Ok(false);
         };

@@ -5,8 +5,8 @@ use std::sync::Barrier;
 
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{
-    CONFLICT_KINDS, Config, Conflict, Database, Protocol, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie,
-    columns,
+    CONFLICT_KINDS, Config, Conflict, Database, Protocol, SplitOp, TwoPlBlocking, TwoPlNoWait,
+    TwoPlWaitDie, columns,
 };
 
 const ROUNDS: usize = 20;
@@ -82,4 +82,44 @@ fn wait_die_and_no_wait_2pl_survive_upgrade_races() {
         assert_eq!(n, 2 * ROUNDS as i64, "every increment commits once");
         assert_eq!(count(&kinds, Conflict::LockTimeout), 0, "{kinds:?}");
     }
+}
+
+/// A commutative update under locking takes the row's write lock at once: its existence check does
+/// not share-lock the row first, so two of them on one row never meet as upgrades.
+#[test]
+fn commutes_under_2pl_do_not_upgrade() {
+    let mut db = Database::<TwoPlBlocking>::open(Config::default());
+    let schema = Schema::builder()
+        .column("n", ColumnType::I64, 0)
+        .build()
+        .unwrap();
+    let t = db.create_table(TableSpec::new("t", schema, 16));
+    db.load(t, 0, |r| r.set_i64(0, 0)).unwrap();
+    let per_thread = 20_000;
+    let start = Barrier::new(2);
+    let mut kinds = [0u64; CONFLICT_KINDS.len()];
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut w = db.worker();
+                    start.wait();
+                    for _ in 0..per_thread {
+                        w.execute(0, |tx| tx.commute(t, 0, 0, SplitOp::Add(1)).map(|_| ()))
+                            .unwrap();
+                    }
+                    w.stats().total().conflict_kinds
+                })
+            })
+            .collect();
+        for th in threads {
+            for (k, n) in kinds.iter_mut().zip(th.join().unwrap()) {
+                *k += n;
+            }
+        }
+    });
+    let kinds: Vec<(Conflict, u64)> = CONFLICT_KINDS.iter().copied().zip(kinds).collect();
+    let n = db.execute(|tx| Ok(tx.get(t, 0)?.unwrap().i64(0))).unwrap();
+    assert_eq!(n, 2 * per_thread);
+    assert_eq!(count(&kinds, Conflict::Deadlock), 0, "{kinds:?}");
 }

@@ -109,24 +109,26 @@ pub fn run<P: Protocol>(
     }
     // H_DATA = W_NAME, four spaces, D_NAME.
     let mut h_data = [b' '; 24];
+    // The year-to-date totals are not displayed: commutative updates, so that concurrent payments
+    // to a warehouse or district do not conflict on them. Each comes before the row's read, so
+    // that under locking the row (one group when coarse) is locked for writing at once rather
+    // than read-locked and then upgraded, which two payments would deadlock on.
     let w_name_len = {
         use warehouse::*;
         let key = warehouse_key(w);
+        tx.commute(t.warehouse, key, W_YTD, SplitOp::Add(amount))?;
         let cols = columns(&[W_NAME, W_STREET_1, W_STREET_2, W_CITY, W_STATE, W_ZIP]);
         let row = tx
             .get_columns(t.warehouse, key, cols)?
             .ok_or(missing("warehouse"))?;
         let name = row.bytes(W_NAME);
         h_data[..name.len()].copy_from_slice(name);
-        let len = name.len();
-        // The year-to-date total is not displayed: a commutative update, so that concurrent
-        // payments to the warehouse do not conflict on it.
-        tx.commute(t.warehouse, key, W_YTD, SplitOp::Add(amount))?;
-        len
+        name.len()
     };
     let h_data_len = {
         use district::*;
         let key = district_key(w, d);
+        tx.commute(t.district, key, D_YTD, SplitOp::Add(amount))?;
         let cols = columns(&[D_NAME, D_STREET_1, D_STREET_2, D_CITY, D_STATE, D_ZIP]);
         let row = tx
             .get_columns(t.district, key, cols)?
@@ -134,9 +136,7 @@ pub fn run<P: Protocol>(
         let name = row.bytes(D_NAME);
         let at = w_name_len + 4;
         h_data[at..at + name.len()].copy_from_slice(name);
-        let len = at + name.len();
-        tx.commute(t.district, key, D_YTD, SplitOp::Add(amount))?;
-        len
+        at + name.len()
     };
     let (c_w, c_d) = (input.c_w_id, input.c_d_id);
     let c_id = by::find(tx, t, c_w, c_d, input.customer, &mut scratch.matches)?;
