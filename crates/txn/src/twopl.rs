@@ -6,10 +6,10 @@
 //! - `2pl` (the Doppel paper's baseline) waits, and resolves deadlocks by timeout: a wait longer than
 //!   [`DEADLOCK_TIMEOUT`] aborts the waiter, which retries after backoff.
 //!
-//! Under every policy, a transaction that upgrades its shared lock and finds the exclusive lock taken
-//! aborts at once: the taker holds the lock bit while it waits for the shared holders to leave, this
+//! Under `2pl`, a transaction that upgrades its shared lock and finds the exclusive lock taken aborts
+//! at once: the taker holds the lock bit while it waits for the shared holders to leave, this
 //! transaction among them, so waiting would be a certain deadlock (two transactions that each read a
-//! row, then update it).
+//! row, then update it). Wait-die settles the same race by age without waiting it out.
 //!
 //! Reads take shared locks while executing, writes take exclusive locks when first buffered; both are
 //! held until commit or abort. Inserts lock their placeholder at commit, and phantoms (point misses,
@@ -237,7 +237,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
                     if word & UNLINKED != 0 {
                         return Err(TxError::Conflict(Conflict::WriteLocked));
                     }
-                    if own_readers != 0 {
+                    if POLICY == BLOCKING && own_readers != 0 {
                         return Err(TxError::Conflict(Conflict::Deadlock));
                     }
                     wait.decide::<POLICY>(

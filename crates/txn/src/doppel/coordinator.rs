@@ -36,20 +36,15 @@ pub(super) fn sample_conflict(st: &TxState<TidWord>, db: &Database<Doppel>) {
         let on_group = |c: &&(TableId, u64, u16, OpKind)| {
             c.0 == r.table && c.1 == key && schema.column(c.2 as usize).group == group
         };
-        let op = st
-            .split_candidates
-            .iter()
-            .find(on_group)
-            .map(|c| (c.2, c.3));
+        let (mut op, mut op_cols) = (None, 0u64);
+        for c in st.split_candidates.iter().filter(on_group) {
+            op.get_or_insert((c.2, c.3));
+            op_cols |= 1 << c.2;
+        }
         // Were the record split, an attempt that also wrote the group other than by splittable
         // operations, or read it besides a commutative update (which reads nothing itself), would be
         // stashed, and its conflicts would stay: TPC-C's NewOrder on a District row whose
         // year-to-date Payment adds to, or Payment itself reading the row's name.
-        let op_cols = st
-            .split_candidates
-            .iter()
-            .filter(on_group)
-            .fold(0u64, |m, c| m | 1 << c.2);
         let touched_otherwise = st.find_write(r.table, key).is_some_and(|w| {
             let e = &st.writes[w];
             let commuted = || {

@@ -9,11 +9,11 @@ pub struct SplitPolicy {
     pub min_conflicts: u64,
     /// Most records split at once.
     pub max_split: usize,
-    /// A record is split only while its operation is at least this share of what contends on it:
-    /// of the conflicts sampled on it in joined phases whose transactions touched it only by the
-    /// operation or also wrote it otherwise or read it besides a commutative update (a split would
-    /// stash those, and their conflicts would stay), and of the accesses that reached it in a split
-    /// phase (operations applied plus transactions stashed) for it to stay split.
+    /// A record is split only while its operation is at least this share of what contends on it.
+    /// To be split: of its sampled joined-phase conflicts whose transactions touched it only by the
+    /// operation, or also wrote it otherwise or read it besides a commutative update (a split would
+    /// stash these and keep their conflicts). To stay split: of the accesses that reached it in a
+    /// split phase (operations applied plus transactions stashed).
     pub min_op_share: f64,
     /// Fewest operations on a split record in one split phase for it to stay split.
     pub min_ops: u64,
