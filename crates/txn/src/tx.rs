@@ -118,11 +118,8 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         if let Some(done) = P::apply_in_place(self.st, self.db, t, key, col, op, self.guard) {
             return done;
         }
-        // Under locking, the existence check would share-lock the row and the write then upgrade:
-        // two commutes on one row would deadlock.
-        if P::READS_LOCK && !self.lock_for_update(t, key, columns(&[col]))? {
-            return Ok(false);
-        }
+        // The existence check below would otherwise share-lock the row, and the write upgrade.
+        self.lock_for_update(t, key, columns(&[col]))?;
         let Some(w) = self.update_entry(t, key)? else {
             return Ok(false);
         };
@@ -215,9 +212,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         op: &SplitOp<'_>,
         current: &mut Vec<u8>,
     ) -> TxResult<bool> {
-        if P::READS_LOCK && !self.lock_for_update(t, key, columns(&[col]))? {
-            return Ok(false);
-        }
+        self.lock_for_update(t, key, columns(&[col]))?;
         let Some(row) = self.get_columns(t, key, columns(&[col]))? else {
             return Ok(false);
         };
@@ -228,20 +223,21 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         self.update(t, key, |w| w.set_raw(col, current))
     }
 
-    /// Takes the write locks of the groups of `cols` of row `key` before they are read, for protocols
-    /// whose reads take shared locks: two read-modify-writes that each share-locked first would
-    /// deadlock upgrading. Buffers an update that writes nothing yet; false if the row is not there.
-    fn lock_for_update(&mut self, t: TableId, key: u64, cols: u64) -> TxResult<bool> {
-        if self.st.find_write(t, key).is_some() {
-            return Ok(true);
+    /// Under protocols whose reads take shared locks, takes the write locks of the groups of `cols`
+    /// of row `key` before the row is read or checked for existence: two writers that each
+    /// share-locked first would deadlock upgrading. Buffers an update that writes nothing yet; does
+    /// nothing if the row is not there (the access that follows finds that out as usual).
+    fn lock_for_update(&mut self, t: TableId, key: u64, cols: u64) -> TxResult<()> {
+        if !P::READS_LOCK || self.st.find_write(t, key).is_some() {
+            return Ok(());
         }
         let table = self.table(t);
         let Some(rec) = table.get(key, self.guard) else {
-            return Ok(true);
+            return Ok(());
         };
         if rec.meta(table.layout(), 0).tid().load() & ABSENT != 0 {
             // Deleted: the read that follows registers that (and takes its locks) as usual.
-            return Ok(true);
+            return Ok(());
         }
         let w = self.push_write(t, key, Some(rec), WriteKind::Update);
         P::on_write(
@@ -252,8 +248,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             table.layout(),
             table.schema().groups_of(cols),
             w,
-        )?;
-        Ok(true)
+        )
     }
 
     /// OPut: replaces the ordered tuple in column `col` of row `key` by `(order, this worker, value)`
