@@ -24,6 +24,11 @@ pub struct NodeArgs {
 
 /// Runs `phasedb node`; returns the process exit code.
 pub fn run(args: NodeArgs) -> i32 {
+    if let Err(e) = phasedb_dist::node::disable_huge_pages()
+        && !args.quiet
+    {
+        eprintln!("warning: cannot turn transparent huge pages off: {e}");
+    }
     let cfg = match ClusterConfig::load(&args.config) {
         Ok(c) => c,
         Err(e) => {
