@@ -19,6 +19,7 @@ pub mod client;
 pub mod epci;
 pub mod expiring;
 pub mod history;
+pub mod host;
 pub mod library;
 pub mod locking;
 pub mod msg;

@@ -140,25 +140,6 @@ impl Node for ServerNode {
     }
 }
 
-/// Turns transparent huge pages off for this process, as a node process does when it starts.
-///
-/// A node allocates and frees versions and messages all the time, and the allocator marks its
-/// arenas for huge pages: memory it gives back and touches again returns as a fresh 2 MiB page the
-/// kernel must zero. On a 2-server loopback cluster that was 15-20% of all CPU (`clear_page_erms`),
-/// and RAMP-F throughput swung by a quarter from run to run (150K against 200K txn/s with it off).
-/// The embedded engine keeps huge pages: its large tables gain from fewer TLB misses.
-pub fn disable_huge_pages() -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: PR_SET_THP_DISABLE takes integer arguments and touches no memory of ours.
-        let r = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
-        if r != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 /// Serves node `id` of `cfg` over TCP until `shutdown` completes; returns the server's final counters.
 /// Must run inside a tokio runtime.
 pub async fn serve(

@@ -125,6 +125,7 @@ fn the_benchmark_driver_runs_every_algorithm_and_ramp_histories_are_read_atomic(
             bloom_hashes: 4,
             verify: algorithm.is_read_atomic(),
             skip_commit: 0.0,
+            pin: false,
         };
         let report = bench::run(&cfg, &b, |_, _| {}).unwrap();
         let total = report.stats.total();

@@ -55,6 +55,10 @@ pub struct ClusterArgs {
     /// Share of RAMP writes that skip COMMIT so CTP must finish them (the paper's §5.3).
     #[arg(long, global = true, default_value_t = 0.0)]
     pub skip_commit: f64,
+    /// Leave the nodes `--cluster` starts and the client threads to the scheduler, instead of node i
+    /// and client thread i on core i.
+    #[arg(long, global = true)]
+    pub no_pin: bool,
 }
 
 /// The YCSB flags of `phasedb bench ycsb` that the cluster benchmark honours.
@@ -112,6 +116,7 @@ pub fn run(args: &ClusterArgs, c: &Common, shape: Shape) -> i32 {
         bloom_hashes: args.bloom_hashes,
         verify: c.verify,
         skip_commit: args.skip_commit,
+        pin: !args.no_pin,
     };
     if let Err(e) = bench.validate() {
         return fail(e);
@@ -135,7 +140,7 @@ pub fn run(args: &ClusterArgs, c: &Common, shape: Shape) -> i32 {
                 Ok(b) => b,
                 Err(e) => return fail(format!("cannot find the phasedb binary: {e}")),
             };
-            match ProcessCluster::start(&binary, n, server, net) {
+            match ProcessCluster::start(&binary, n, server, net, !args.no_pin) {
                 Ok(p) => (p.config.clone(), Some(p)),
                 Err(e) => return fail(e),
             }

@@ -20,14 +20,24 @@ pub struct NodeArgs {
     /// On a clean stop, write the server's final counters to this file (`name value` lines).
     #[arg(long)]
     stats: Option<PathBuf>,
+    /// Run only on this core (taken modulo the machine's cores), as `phasedb bench --cluster`
+    /// places node i on core i.
+    #[arg(long)]
+    cpu: Option<usize>,
 }
 
 /// Runs `phasedb node`; returns the process exit code.
 pub fn run(args: NodeArgs) -> i32 {
-    if let Err(e) = phasedb_dist::node::disable_huge_pages()
+    if let Err(e) = phasedb_dist::host::disable_huge_pages()
         && !args.quiet
     {
         eprintln!("warning: cannot turn transparent huge pages off: {e}");
+    }
+    if let Some(n) = args.cpu
+        && let Err(e) = phasedb_dist::host::pin_to_core(n)
+    {
+        eprintln!("error: --cpu {n}: {e}");
+        return 2;
     }
     let cfg = match ClusterConfig::load(&args.config) {
         Ok(c) => c,

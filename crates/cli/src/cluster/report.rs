@@ -63,6 +63,7 @@ pub fn json(r: &BenchReport, b: &BenchConfig, cfg: &ClusterConfig) -> String {
             "poll_us": cfg.net.poll_us,
             "gc_window_ms": cfg.server.gc_window_ms,
             "skip_commit": b.skip_commit,
+            "pinned": b.pin,
         },
     });
     if let Some(v) = &r.verified {

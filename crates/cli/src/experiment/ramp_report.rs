@@ -150,8 +150,9 @@ pub fn common_setup(s: &Settings) -> Vec<String> {
     vec![
         format!(
             "every point starts its own cluster of `phasedb node` processes on 127.0.0.1 (one core's \
-             event loop each) and runs closed-loop clients from {} benchmark endpoint thread(s) \
-             (one per core, at most one per client); {}",
+             event loop each, node i pinned to core i, with huge pages off) and runs closed-loop \
+             clients from {} benchmark endpoint thread(s) (one per core, at most one per client, \
+             thread i pinned to core i); {}",
             phasedb_dist::bench::default_threads(usize::MAX),
             s.machine()
         ),

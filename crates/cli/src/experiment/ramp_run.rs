@@ -60,7 +60,7 @@ fn run_once(s: &Settings, p: &Point) -> Result<Run, String> {
         ctp_timeout_ms: CTP_TIMEOUT_MS,
         ..ServerSettings::default()
     };
-    let cluster = ProcessCluster::start(&binary, p.servers, server, NetSettings::default())?;
+    let cluster = ProcessCluster::start(&binary, p.servers, server, NetSettings::default(), true)?;
     let bench = BenchConfig {
         algorithm: p.algorithm,
         clients: p.clients,
@@ -73,6 +73,7 @@ fn run_once(s: &Settings, p: &Point) -> Result<Run, String> {
         bloom_hashes: phasedb_dist::bloom::DEFAULT_HASHES,
         verify: false,
         skip_commit: p.skip_commit,
+        pin: true,
     };
     let report = phasedb_dist::bench::run(&cluster.config, &bench, |_, _| {});
     if p.skip_commit > 0.0 {

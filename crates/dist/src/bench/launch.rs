@@ -28,13 +28,15 @@ pub fn free_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
 }
 
 impl ProcessCluster {
-    /// Writes a configuration for `n` nodes on free loopback ports and starts `binary node` for each;
+    /// Writes a configuration for `n` nodes on free loopback ports and starts `binary node` for each
+    /// (node `i` on core `i` modulo the cores when `pin`, see [`crate::host::pin_to_core`]);
     /// returns once all listen.
     pub fn start(
         binary: &Path,
         n: usize,
         server: ServerSettings,
         net: NetSettings,
+        pin: bool,
     ) -> Result<ProcessCluster, String> {
         if n == 0 || n > 64 {
             return Err("--cluster must be between 1 and 64 nodes".into());
@@ -57,7 +59,8 @@ impl ProcessCluster {
             dir,
         };
         for id in 0..n {
-            let child = Command::new(binary)
+            let mut command = Command::new(binary);
+            command
                 .arg("node")
                 .arg("--config")
                 .arg(&path)
@@ -68,7 +71,11 @@ impl ProcessCluster {
                 .arg("--quiet")
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
+                .stderr(Stdio::inherit());
+            if pin {
+                command.arg("--cpu").arg(id.to_string());
+            }
+            let child = command
                 .spawn()
                 .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
             cluster.children.push(child);

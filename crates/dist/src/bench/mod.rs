@@ -58,6 +58,8 @@ pub struct BenchConfig {
     pub verify: bool,
     /// Share of RAMP writes that skip COMMIT, left to cooperative termination.
     pub skip_commit: f64,
+    /// Run endpoint thread `t` on core `t` modulo the cores ([`crate::host::pin_to_core`]).
+    pub pin: bool,
 }
 
 impl BenchConfig {
@@ -140,7 +142,11 @@ pub fn run(
         opts.poll = cluster.poll();
         opts.tick = Duration::from_millis(5);
         let rx = stop_rx.clone();
+        let pin = bench.pin;
         threads.push(std::thread::spawn(move || {
+            if pin {
+                crate::host::pin_to_core(t)?;
+            }
             run_blocking(&mut ep, opts, rx)
                 .map(|()| ep)
                 .map_err(|e| e.to_string())
