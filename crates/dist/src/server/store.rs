@@ -7,6 +7,11 @@ use rustc_hash::FxHashMap;
 
 use crate::msg::{Key, Meta, ReadResult, Ts, Value};
 
+/// How far below the newest committed version of an item (in versions) a commit may still be filed
+/// among them; deeper ones go to [`Item::late`]. Concurrent writers commit at most about one
+/// version per client in flight out of order, and moving 64 versions is cheap.
+const LATE_DEPTH: usize = 64;
+
 /// Whether a version is visible to first-round reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -74,6 +79,11 @@ struct Item {
     /// Committed versions other than lastCommit (below it in version order), in ascending timestamp
     /// order, so lookups are binary searches and the oldest, which GC removes, sit at the front.
     older: VecDeque<Version>,
+    /// Committed versions that arrived more than [`LATE_DEPTH`] versions below the newest of `older`
+    /// (writes finished by cooperative termination, or long delayed), in ascending timestamp order.
+    /// Filing one in `older` would move every version above it: on a hot item that was a megabyte
+    /// per write CTP finished.
+    late: Vec<Version>,
     /// Versions only prepared here: the writes in flight, in no order. Kept apart from `older` so a
     /// COMMIT moves no other version.
     prepared: Vec<Version>,
@@ -97,6 +107,10 @@ impl Item {
     fn take_prepared(&mut self, i: usize) -> Version {
         self.prepared_ts.swap_remove(i);
         self.prepared.swap_remove(i)
+    }
+
+    fn find_late(&self, ts: Ts) -> Option<usize> {
+        self.late.binary_search_by_key(&ts, |v| v.ts).ok()
     }
 
     fn find_older(&self, ts: Ts) -> Option<usize> {
@@ -142,7 +156,10 @@ impl Item {
         if let Some(i) = self.find_prepared(ts) {
             return Some(&self.prepared[i]);
         }
-        self.find_older(ts).map(|i| &self.older[i])
+        if let Some(i) = self.find_older(ts) {
+            return Some(&self.older[i]);
+        }
+        self.find_late(ts).map(|i| &self.late[i])
     }
 
     /// The highest-timestamped version whose timestamp is in `set`; searches only for timestamps
@@ -160,11 +177,16 @@ impl Item {
         best
     }
 
-    /// Files a committed version below lastCommit (at the back, unless commits came out of
-    /// timestamp order).
+    /// Files a committed version below lastCommit: in `older` (at the back, unless commits came out
+    /// of timestamp order), or in `late` if it lands deeper than [`LATE_DEPTH`].
     fn insert_older(&mut self, v: Version) {
         let at = self.older_position(v.ts);
-        self.older.insert(at, v);
+        if self.older.len() - at <= LATE_DEPTH {
+            self.older.insert(at, v);
+        } else {
+            let at = self.late.partition_point(|l| l.ts < v.ts);
+            self.late.insert(at, v);
+        }
     }
 
     fn last_order(&self) -> (u64, Ts) {
@@ -175,6 +197,7 @@ impl Item {
         self.last
             .iter()
             .chain(self.older.iter())
+            .chain(self.late.iter())
             .chain(self.prepared.iter())
     }
 }
@@ -383,12 +406,14 @@ impl Store {
             let Some(item) = self.items.get_mut(&key) else {
                 continue;
             };
-            let Some(i) = item.find_older(ts) else {
+            let removed = match item.find_older(ts) {
+                Some(i) => item.older.remove(i),
+                None => item.find_late(ts).map(|i| item.late.remove(i)),
+            };
+            let Some(v) = removed else {
                 continue;
             };
-            let order = item.older[i].order();
-            item.gc_floor = item.gc_floor.max(order);
-            item.older.remove(i);
+            item.gc_floor = item.gc_floor.max(v.order());
             self.stats.versions -= 1;
             self.stats.collected += 1;
         }
@@ -501,6 +526,30 @@ mod tests {
         );
         assert_eq!(s.exact(1, 10).0, ReadResult::Gone { key: 1 });
         assert_eq!(ts_of(&s.latest(1, false)), Some(30));
+    }
+
+    #[test]
+    fn a_commit_far_below_the_newest_versions_is_filed_apart_found_and_collected_like_the_rest() {
+        let mut s = Store::new(100);
+        s.prepare(1, 5, vec![5], Meta::None, 0);
+        let newest = 10 + 2 * LATE_DEPTH as u64;
+        for ts in 10..=newest {
+            s.put(1, ts, vec![1], 0);
+        }
+        assert!(s.commit(1, 5, 0, 50), "finished late, as by CTP");
+        assert_eq!(s.items[&1].late.len(), 1, "filed apart from the others");
+        assert_eq!((ts_of(&s.exact(1, 5).0), s.exact(1, 5).1), (Some(5), false));
+        assert_eq!(ts_of(&s.in_set(1, &[5, 7]).0), Some(5));
+        assert_eq!(ts_of(&s.in_set(1, &[5, 11]).0), Some(11));
+        assert_eq!(ts_of(&s.latest(1, false)), Some(newest));
+        assert!(s.commit(1, 5, 0, 60), "a duplicate COMMIT finds it");
+        s.collect(120);
+        assert_eq!(ts_of(&s.exact(1, 5).0), Some(5), "overwritten at 50");
+        assert_eq!(s.exact(1, 11).0, ReadResult::Gone { key: 1 });
+        s.collect(150);
+        assert_eq!(s.exact(1, 5).0, ReadResult::Gone { key: 1 });
+        assert!(s.items[&1].late.is_empty());
+        assert_eq!(s.stats().versions, 1);
     }
 
     #[test]
