@@ -23,21 +23,11 @@ fn latency(s: &TypeStats) -> Value {
 
 /// Conflicts by cause, keyed by the cause's name.
 fn causes(s: &TypeStats) -> Value {
-    let names = [
-        "read_locked",
-        "write_locked",
-        "validation",
-        "phantom",
-        "insert_race",
-        "deadlock",
-        "lock_timeout",
-    ];
-    debug_assert_eq!(names.len(), CONFLICT_KINDS.len());
     Value::Object(
-        names
+        CONFLICT_KINDS
             .iter()
             .zip(s.conflict_kinds)
-            .map(|(n, c)| (n.to_string(), json!(c)))
+            .map(|(k, c)| (k.name().to_string(), json!(c)))
             .collect(),
     )
 }

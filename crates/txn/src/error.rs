@@ -50,6 +50,21 @@ pub enum Conflict {
     LockTimeout,
 }
 
+impl Conflict {
+    /// A short machine-readable name (reports key conflict counts by it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Conflict::ReadLocked => "read_locked",
+            Conflict::WriteLocked => "write_locked",
+            Conflict::Validation => "validation",
+            Conflict::Phantom => "phantom",
+            Conflict::InsertRace => "insert_race",
+            Conflict::Deadlock => "deadlock",
+            Conflict::LockTimeout => "lock_timeout",
+        }
+    }
+}
+
 impl std::fmt::Display for Conflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = match self {

@@ -515,46 +515,34 @@ fn every_type_commits(r: &BenchResult, ctx: &str) {
     }
 }
 
-fn occ_mix(fine: bool) {
+/// A standard mix on one warehouse, every one of `threads` threads on it, for `millis` ms.
+fn mix<P: Protocol>(fine: bool, threads: usize, millis: u64) {
     let ctx = format!(
-        "occ, standard mix, fine = {fine}, 4 threads, seed {}",
+        "{}, standard mix, fine = {fine}, {threads} threads, seed {}",
+        P::NAME,
         seed()
     );
-    let r = run::<Occ>(
-        TpccConfig {
-            fine,
-            ..TpccConfig::default()
-        },
-        4,
-        300,
-        false,
-    );
-    every_type_commits(&r, &ctx);
+    let cfg = TpccConfig {
+        fine,
+        ..TpccConfig::default()
+    };
+    every_type_commits(&run::<P>(cfg, threads, millis, false), &ctx);
 }
 
 #[test]
 fn occ_coarse_mix_keeps_the_conditions() {
-    occ_mix(false);
+    mix::<Occ>(false, 4, 300);
 }
 
 #[test]
 fn occ_fine_mix_keeps_the_conditions() {
-    occ_mix(true);
+    mix::<Occ>(true, 4, 300);
 }
 
-/// A short standard mix on one warehouse (every thread on it), coarse and fine.
+/// A short standard mix on 2 threads, coarse and fine.
 fn mix_keeps_the_conditions<P: Protocol>() {
     for fine in [false, true] {
-        let ctx = format!(
-            "{}, standard mix, fine = {fine}, 2 threads, seed {}",
-            P::NAME,
-            seed()
-        );
-        let cfg = TpccConfig {
-            fine,
-            ..TpccConfig::default()
-        };
-        every_type_commits(&run::<P>(cfg, 2, 150, false), &ctx);
+        mix::<P>(fine, 2, 150);
     }
 }
 
