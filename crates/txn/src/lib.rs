@@ -46,7 +46,7 @@ pub use swisstm::{SwissMeta, SwissTm};
 pub use tictoc::{TicToc, TicTocMeta};
 pub use twopl::{DEADLOCK_TIMEOUT, LockMeta, TwoPl, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie};
 pub use tx::{RowWriter, Tx, columns};
-pub use worker::Worker;
+pub use worker::{Stamp, Worker};
 
 pub use phasedb_check::History;
 pub use phasedb_storage::{ColumnId, ColumnType, RowView, Schema, TableId, TableSpec};

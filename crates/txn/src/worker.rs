@@ -1,7 +1,6 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 use phasedb_check::History;
@@ -26,7 +25,7 @@ pub struct Worker<'db, P: Protocol> {
     progress: Arc<CachePadded<AtomicU64>>,
     pub(crate) history: Option<History>,
     stash_mode: bool,
-    origin: Option<Instant>,
+    origin: Option<Stamp>,
     /// Counts transactions, to time one in [`LATENCY_SAMPLE`].
     sample: u64,
     /// The worker's registration with the epoch-based reclamation of the storage layer (pinning
@@ -39,6 +38,11 @@ pub struct Worker<'db, P: Protocol> {
 /// Doppel's split-phase cycles), and 1 in 16 of millions still gives steady p99s. Stashed
 /// transactions are sampled alike, so they weigh in the percentiles as often as they occur.
 pub const LATENCY_SAMPLE: u64 = 16;
+
+/// A reading of the database's cycle counter: taken for every stashed transaction, where
+/// `Instant::now` would cost a clock read through the VM's clock source.
+#[derive(Clone, Copy, Debug)]
+pub struct Stamp(u64);
 
 impl<'db, P: Protocol> Worker<'db, P> {
     pub(crate) fn new(db: &'db Database<P>, id: u32) -> Self {
@@ -170,7 +174,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     s.committed += 1;
                     let nanos = match self.origin {
                         _ if !timed => None,
-                        Some(origin) => Some(origin.elapsed().as_nanos() as u64),
+                        Some(origin) => Some(clock.delta_as_nanos(origin.0, clock.raw())),
                         None => Some(clock.delta_as_nanos(start, clock.raw())),
                     };
                     if let Some(n) = nanos {
@@ -217,8 +221,13 @@ impl<'db, P: Protocol> Worker<'db, P> {
 
     /// Makes the next transactions' latency count from `origin` (when a stashed transaction first
     /// started) instead of from the call to [`Worker::execute`]; `None` goes back to the call.
-    pub fn set_origin(&mut self, origin: Option<Instant>) {
+    pub fn set_origin(&mut self, origin: Option<Stamp>) {
         self.origin = origin;
+    }
+
+    /// The time now, for [`Worker::set_origin`].
+    pub fn stamp(&self) -> Stamp {
+        Stamp(self.db.clock.raw())
     }
 
     /// Tells the worker its caller holds stashed transactions, so it puts off phases that would

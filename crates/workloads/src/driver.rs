@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 
-use phasedb_txn::{Config, Database, Protocol, Stats, TxError, TxResult, Worker};
+use phasedb_txn::{Config, Database, Protocol, Stamp, Stats, TxError, TxResult, Worker};
 use rand::rngs::SmallRng;
 
 use crate::Workload;
@@ -185,7 +185,7 @@ fn thread_cpu_time() -> Duration {
 /// generated (with the time it first started), and rerun first once the protocol allows.
 struct Stash {
     phased: bool,
-    pending: VecDeque<(SmallRng, Instant)>,
+    pending: VecDeque<(SmallRng, Stamp)>,
 }
 
 impl Stash {
@@ -198,6 +198,7 @@ impl Stash {
     }
 
     /// Runs a stashed transaction if one may run now, else a new one.
+    #[inline]
     fn run_one<P: Protocol, W: Workload>(
         &mut self,
         workload: &W,
@@ -207,35 +208,52 @@ impl Stash {
         if !self.phased {
             return workload.run_one(th, worker);
         }
-        let resumed = if !self.pending.is_empty() && worker.may_resume_stashed() {
-            self.pending.pop_front()
-        } else {
-            None
-        };
-        // `replay` is the generator as it is before this transaction: replaying it regenerates the
-        // transaction. A resumed one runs from its stashed copy; the thread's own is put back after.
-        let (replay, own, started) = match resumed {
-            Some((rng, started)) => {
-                worker.set_origin(Some(started));
-                let own = std::mem::replace(workload.rng(th), rng.clone());
-                (rng, Some(own), Some(started))
-            }
-            None => (workload.rng(th).clone(), None, None),
-        };
-        let outcome = workload.run_one(th, worker);
-        worker.set_origin(None);
-        if let Some(own) = own {
-            *workload.rng(th) = own;
+        if !self.pending.is_empty() && worker.may_resume_stashed() {
+            return self.resume(workload, th, worker);
         }
-        let outcome = match outcome {
+        // The generator as it is before this transaction: replaying it regenerates the transaction.
+        let replay = workload.rng(th).clone();
+        match workload.run_one(th, worker) {
             Err(TxError::Stashed) => {
-                self.pending
-                    .push_back((replay, started.unwrap_or_else(Instant::now)));
+                let now = worker.stamp();
+                self.hold(replay, now, worker);
                 Ok(())
             }
             other => other,
-        };
-        worker.set_stash_pending(!self.pending.is_empty());
-        outcome
+        }
+    }
+
+    /// Reruns the oldest stashed transaction from its copy of the generator (the thread's own is
+    /// put back after), its latency counted from when it first started.
+    #[inline(never)]
+    fn resume<P: Protocol, W: Workload>(
+        &mut self,
+        workload: &W,
+        th: &mut W::Thread,
+        worker: &mut Worker<'_, P>,
+    ) -> TxResult<()> {
+        let (replay, started) = self.pending.pop_front().expect("a stashed transaction");
+        worker.set_origin(Some(started));
+        let own = std::mem::replace(workload.rng(th), replay.clone());
+        let outcome = workload.run_one(th, worker);
+        worker.set_origin(None);
+        *workload.rng(th) = own;
+        match outcome {
+            Err(TxError::Stashed) => {
+                self.hold(replay, started, worker);
+                Ok(())
+            }
+            other => {
+                worker.set_stash_pending(!self.pending.is_empty());
+                other
+            }
+        }
+    }
+
+    /// Keeps a stashed transaction to rerun, and tells the worker it holds one.
+    #[cold]
+    fn hold<P: Protocol>(&mut self, replay: SmallRng, started: Stamp, worker: &mut Worker<'_, P>) {
+        self.pending.push_back((replay, started));
+        worker.set_stash_pending(true);
     }
 }

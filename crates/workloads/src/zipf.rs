@@ -6,10 +6,11 @@ use rand::RngExt;
 #[derive(Clone, Debug)]
 pub struct Zipf {
     n: u64,
-    theta: f64,
     alpha: f64,
     zetan: f64,
     eta: f64,
+    /// `1 + 0.5^theta`: below it (scaled by `zetan`) the rank is 1.
+    rank1: f64,
 }
 
 fn zeta(n: u64, theta: f64) -> f64 {
@@ -26,10 +27,10 @@ impl Zipf {
         let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
         Zipf {
             n,
-            theta,
             alpha,
             zetan,
             eta,
+            rank1: 1.0 + 0.5f64.powf(theta),
         }
     }
 
@@ -41,7 +42,7 @@ impl Zipf {
         if uz < 1.0 {
             return 0;
         }
-        if uz < 1.0 + 0.5f64.powf(self.theta) {
+        if uz < self.rank1 {
             return 1.min(self.n - 1);
         }
         let v = (self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
