@@ -172,13 +172,11 @@ impl<'db, P: Protocol> Worker<'db, P> {
                 Ok((value, _)) => {
                     let s = self.stats.of_type(ty);
                     s.committed += 1;
-                    let nanos = match self.origin {
-                        _ if !timed => None,
-                        Some(origin) => Some(clock.delta_as_nanos(origin.0, clock.raw())),
-                        None => Some(clock.delta_as_nanos(start, clock.raw())),
-                    };
-                    if let Some(n) = nanos {
-                        let _ = s.latency_ns.record(n.max(1));
+                    if timed {
+                        let from = self.origin.map_or(start, |o| o.0);
+                        let _ = s
+                            .latency_ns
+                            .record(clock.delta_as_nanos(from, clock.raw()).max(1));
                     }
                     self.progress
                         .store(self.progress.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
