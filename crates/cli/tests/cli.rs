@@ -152,7 +152,10 @@ fn bad_flags_get_clear_errors() {
             &["bench", "ycsb", "--rows", "0"],
             "--rows must be at least 1",
         ),
-        (&["bench", "ycsb", "--theta", "1"], "--theta"),
+        (
+            &["bench", "ycsb", "--theta", "10"],
+            "--theta must be in [0, 10)",
+        ),
         (
             &["bench", "ycsb", "--ops", "20", "--rows", "10"],
             "--ops must be between",
@@ -173,7 +176,7 @@ fn bad_flags_get_clear_errors() {
             &["bench", "incr1", "--hot", "2"],
             "--hot must be between 0 and 1",
         ),
-        (&["bench", "incrz", "--alpha", "1"], "--alpha must be"),
+        (&["bench", "incrz", "--alpha", "12"], "--alpha must be"),
         (&["bench", "nosuchworkload"], "unrecognized subcommand"),
         (
             &["experiment", "incr1", "--protocols", "ramp-f"],
@@ -192,7 +195,7 @@ fn rubis_flags_get_clear_errors_and_a_small_run_passes_its_check() {
     let cases: &[(&[&str], &str)] = &[
         (&["bench", "rubis", "--mix", "a"], "invalid value 'a'"),
         (
-            &["bench", "rubis", "--mix", "c", "--alpha", "1"],
+            &["bench", "rubis", "--mix", "c", "--alpha", "10"],
             "--alpha must be",
         ),
         (&["bench", "rubis", "--alpha=-2"], "--alpha must be"),
@@ -227,6 +230,9 @@ fn rubis_flags_get_clear_errors_and_a_small_run_passes_its_check() {
         "2000",
         "--items",
         "500",
+        // The harmonic skew, one of the rubis experiment's points.
+        "--alpha",
+        "1",
         "--protocol",
         "doppel",
         "--threads",

@@ -48,8 +48,8 @@ impl IncrConfig {
             KeyChoice::Moving { every, .. } if every.is_zero() => {
                 Err("the hot key must stay hot for some time".into())
             }
-            KeyChoice::Zipf(a) if !(0.0..10.0).contains(&a) || (a - 1.0).abs() < 1e-9 => {
-                Err("--alpha must be in [0, 10) and not exactly 1".into())
+            KeyChoice::Zipf(a) if !(0.0..10.0).contains(&a) => {
+                Err("--alpha must be in [0, 10)".into())
             }
             _ => Ok(()),
         }

@@ -47,8 +47,8 @@ impl LikeConfig {
         if !(0.0..=1.0).contains(&self.write_ratio) {
             return Err("--write-ratio must be between 0 and 1".into());
         }
-        if !(0.0..10.0).contains(&self.alpha) || (self.alpha - 1.0).abs() < 1e-9 {
-            return Err("--alpha must be in [0, 10) and not exactly 1".into());
+        if !(0.0..10.0).contains(&self.alpha) {
+            return Err("--alpha must be in [0, 10)".into());
         }
         Ok(())
     }

@@ -6,11 +6,20 @@ use rand::RngExt;
 #[derive(Clone, Debug)]
 pub struct Zipf {
     n: u64,
-    alpha: f64,
     zetan: f64,
-    eta: f64,
+    tail: Tail,
     /// `1 + 0.5^theta`: below it (scaled by `zetan`) the rank is 1.
     rank1: f64,
+}
+
+/// How a draw past rank 1 becomes a rank.
+#[derive(Clone, Copy, Debug)]
+enum Tail {
+    /// Gray et al.'s `n * (eta * u - eta + 1) ^ (1 / (1 - theta))`.
+    Power { eta: f64, exponent: f64 },
+    /// Its limit at `theta = 1` (the harmonic case, where the exponent has no value):
+    /// `n * exp(k * (u - 1))`.
+    Harmonic { k: f64 },
 }
 
 fn zeta(n: u64, theta: f64) -> f64 {
@@ -18,18 +27,26 @@ fn zeta(n: u64, theta: f64) -> f64 {
 }
 
 impl Zipf {
-    /// A generator over `0..n` (n ≥ 1) with skew `theta` in `0..1` or above 1 (not exactly 1).
+    /// A generator over `0..n` (n ≥ 1) with skew `theta` ≥ 0.
     pub fn new(n: u64, theta: f64) -> Zipf {
         assert!(n >= 1, "a zipfian needs at least one item");
         let zetan = zeta(n, theta);
         let zeta2 = zeta(2.min(n), theta);
-        let alpha = 1.0 / (1.0 - theta);
-        let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
+        let spread = 1.0 - zeta2 / zetan;
+        let tail = if (theta - 1.0).abs() < 1e-9 {
+            Tail::Harmonic {
+                k: (n as f64 / 2.0).ln() / spread,
+            }
+        } else {
+            Tail::Power {
+                eta: (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / spread,
+                exponent: 1.0 / (1.0 - theta),
+            }
+        };
         Zipf {
             n,
-            alpha,
             zetan,
-            eta,
+            tail,
             rank1: 1.0 + 0.5f64.powf(theta),
         }
     }
@@ -45,8 +62,11 @@ impl Zipf {
         if uz < self.rank1 {
             return 1.min(self.n - 1);
         }
-        let v = (self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
-        v.min(self.n - 1)
+        let scale = match self.tail {
+            Tail::Power { eta, exponent } => (eta * u - eta + 1.0).powf(exponent),
+            Tail::Harmonic { k } => (k * (u - 1.0)).exp(),
+        };
+        ((self.n as f64 * scale) as u64).min(self.n - 1)
     }
 }
 
@@ -76,5 +96,36 @@ mod tests {
             low += (u.sample(&mut rng) < 500) as u32;
         }
         assert!((45_000..55_000).contains(&low), "uniform halves: {low}");
+    }
+
+    #[test]
+    fn skew_one_draws_the_harmonic_distribution_and_sits_between_its_neighbours() {
+        let n = 10_000u64;
+        let draws = 400_000;
+        let share_below = |theta: f64, limit: u64| {
+            let z = Zipf::new(n, theta);
+            let mut rng = SmallRng::seed_from_u64(7);
+            (0..draws).filter(|_| z.sample(&mut rng) < limit).count() as f64 / draws as f64
+        };
+        let harmonic = |m: u64| (1..=m).map(|i| 1.0 / i as f64).sum::<f64>();
+        // Rank 0 is drawn with probability 1 / H(n), and ranks below m about H(m) / H(n).
+        let top = share_below(1.0, 1);
+        assert!(
+            (top - 1.0 / harmonic(n)).abs() < 0.005,
+            "rank 0 share {top}"
+        );
+        for m in [10, 100, 1000] {
+            let got = share_below(1.0, m);
+            let want = harmonic(m) / harmonic(n);
+            assert!(
+                (got - want).abs() < 0.02,
+                "ranks below {m}: {got} against {want}"
+            );
+            let (lower, higher) = (share_below(0.98, m), share_below(1.02, m));
+            assert!(
+                lower < got && got < higher,
+                "{lower} < {got} < {higher} at {m}"
+            );
+        }
     }
 }

@@ -228,7 +228,7 @@ fn config_errors_are_clear() {
         ),
         (
             RubisConfig {
-                alpha: 1.0,
+                alpha: 10.0,
                 ..RubisConfig::default()
             },
             "--alpha",
@@ -245,6 +245,12 @@ fn config_errors_are_clear() {
         let err = cfg.validate().expect_err(flag);
         assert!(err.starts_with(flag), "{flag}: {err}");
     }
+    // The harmonic skew is a point of the rubis experiment.
+    let harmonic = RubisConfig {
+        alpha: 1.0,
+        ..RubisConfig::default()
+    };
+    assert_eq!(harmonic.validate(), Ok(()));
 }
 
 /// Every type committed, none failed, and only StoreBuyNow (sold out) rolled back by choice.

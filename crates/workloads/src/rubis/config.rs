@@ -132,8 +132,8 @@ impl RubisConfig {
         if self.comments_per_item > 100 {
             return Err("--comments-per-item must be at most 100".into());
         }
-        if !(0.0..10.0).contains(&self.alpha) || (self.alpha - 1.0).abs() < 1e-9 {
-            return Err("--alpha must be in [0, 10) and not exactly 1".into());
+        if !(0.0..10.0).contains(&self.alpha) {
+            return Err("--alpha must be in [0, 10)".into());
         }
         Ok(())
     }
