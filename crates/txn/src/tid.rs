@@ -85,11 +85,21 @@ impl TidWord {
     /// group's data, and whatever else must be seen with this version), and returns the word, which
     /// held still across the copy. A retired word, or a writer that holds on too long, is a conflict.
     #[inline]
-    pub fn read_stable(&self, mut copy: impl FnMut(u64)) -> TxResult<u64> {
+    pub fn read_stable(&self, copy: impl FnMut(u64)) -> TxResult<u64> {
+        self.read_stable_unless(0, copy)
+    }
+
+    /// [`TidWord::read_stable`], except that a word with a bit of `stop` set is returned at once,
+    /// without copying (Doppel's split records): the check shares the branch of the lock check.
+    #[inline(always)]
+    pub fn read_stable_unless(&self, stop: u64, mut copy: impl FnMut(u64)) -> TxResult<u64> {
         let mut spins = 0;
         loop {
             let before = self.load();
-            if before & LOCK != 0 {
+            if before & (LOCK | stop) != 0 {
+                if before & stop != 0 {
+                    return Ok(before);
+                }
                 if before & UNLINKED != 0 || spins >= READ_SPIN_LIMIT {
                     return Err(TxError::Conflict(Conflict::ReadLocked));
                 }

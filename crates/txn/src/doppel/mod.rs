@@ -62,21 +62,17 @@ impl Protocol for Doppel {
         first: usize,
         words: usize,
     ) -> TxResult<u64> {
-        let meta = rec.meta(layout, g);
-        let word = meta.load();
-        if word & SPLIT != 0 {
-            if words == 0 {
-                // An existence check: split records exist, and it reads no split data.
-                return Ok(word);
-            }
-            return Err(stash(st, db, word, None));
-        }
         let out = &mut st.row[first..first + words];
-        meta.read_stable(|word| {
+        let word = rec.meta(layout, g).read_stable_unless(SPLIT, |word| {
             if word & ABSENT == 0 {
                 rec.copy_part(layout, g, first, out);
             }
-        })
+        })?;
+        if word & SPLIT != 0 && words != 0 {
+            // A read of split data (an existence check reads none: split records exist).
+            return Err(stash(st, db, word, None));
+        }
+        Ok(word)
     }
 
     #[inline(always)]
@@ -101,22 +97,16 @@ impl Protocol for Doppel {
     }
 
     fn commit(st: &mut TxState<TidWord>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()> {
-        if let Err(e) = silo_commit::<Self, true>(st, ctx) {
-            if !matches!(e, TxError::Stashed) {
-                return Err(e);
-            }
-            // Writes meet split records when they are locked, not when they are buffered: a write
-            // to a split record is rare (reads and other operations on one are stashed earlier).
-            let word = st.locks.iter().map(|l| l.prev).find(|w| w & SPLIT != 0);
-            return Err(stash(st, ctx.db, word.unwrap_or(SPLIT), None));
-        }
-        if !st.split_writes.is_empty() {
-            apply_to_slices(st, ctx.db);
+        match silo_commit::<Self, true>(st, ctx) {
+            Ok(()) if !st.split_writes.is_empty() => apply_to_slices(st, ctx.db),
+            Ok(()) => {}
+            Err(TxError::Stashed) => return Err(stash_at_commit(st, ctx.db)),
+            Err(e) => return Err(e),
         }
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn reclaim(st: &mut TxState<TidWord>, db: &Database<Self>) {
         commit::reclaim(db, st);
     }
@@ -260,6 +250,16 @@ fn stash(
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     TxError::Stashed
+}
+
+/// Stashes a transaction whose commit locked a split record. Writes meet split records when they
+/// are locked, not when they are buffered: a write to a split record is rare (reads and other
+/// operations on one are stashed earlier).
+#[cold]
+#[inline(never)]
+fn stash_at_commit(st: &mut TxState<TidWord>, db: &Database<Doppel>) -> TxError {
+    let word = st.locks.iter().map(|l| l.prev).find(|w| w & SPLIT != 0);
+    stash(st, db, word.unwrap_or(SPLIT), None)
 }
 
 /// Applies a committed transaction's split operations to its worker's slices.
