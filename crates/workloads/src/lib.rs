@@ -9,10 +9,9 @@ pub mod like;
 pub mod rubis;
 pub mod tpcc;
 pub mod ycsb;
-mod zipf;
 
 pub use driver::{BenchOptions, BenchResult, run_bench};
-pub use zipf::Zipf;
+pub use phasedb_keys::Zipf;
 
 use phasedb_txn::{Database, Protocol, TxResult, Worker};
 

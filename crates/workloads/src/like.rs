@@ -8,13 +8,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
+use phasedb_keys::Zipf;
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{Database, MAX_WORKERS, Protocol, TableId, TxResult, Worker, columns};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::Workload;
-use crate::zipf::Zipf;
 
 /// LIKE settings.
 #[derive(Clone, Debug)]

@@ -2,13 +2,13 @@
 //! reads and rewrites it), the timestamp-granularity paper's (each operation reads or writes one
 //! column of a zipfian key) and RAMP's (read-only and write-only transactions).
 
+use phasedb_keys::Zipf;
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{Database, Protocol, TableId, TxResult, Worker, columns};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::Workload;
-use crate::zipf::Zipf;
 
 /// Which of the seeds' YCSB shapes to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! The RAMP paper's YCSB workload: read-only and write-only transactions of a few distinct items
 //! chosen by a scrambled zipfian (or uniformly), with small values.
 
+use phasedb_keys::Zipf;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
@@ -58,12 +59,8 @@ impl YcsbRamp {
         {
             return Err("read and read-write ratios must be between 0 and 1".into());
         }
-        if !self.theta.is_finite()
-            || self.theta < 0.0
-            || (self.theta - 1.0).abs() < 1e-9
-            || self.theta > 10.0
-        {
-            return Err("theta must be in [0, 10] and not exactly 1".into());
+        if !self.theta.is_finite() || self.theta < 0.0 || self.theta > 10.0 {
+            return Err("theta must be in [0, 10]".into());
         }
         if self.value_size > 1 << 20 {
             return Err("values are at most 1 MiB".into());
@@ -72,44 +69,7 @@ impl YcsbRamp {
     }
 }
 
-/// Zipfian ranks by Gray et al.'s method (as YCSB), scrambled over the key space so hot items spread
-/// across partitions.
-#[derive(Clone, Debug)]
-struct Zipf {
-    n: u64,
-    theta: f64,
-    alpha: f64,
-    zetan: f64,
-    eta: f64,
-}
-
-impl Zipf {
-    fn new(n: u64, theta: f64) -> Zipf {
-        let zeta = |n: u64| (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
-        let zetan = zeta(n);
-        let zeta2 = zeta(2.min(n));
-        Zipf {
-            n,
-            theta,
-            alpha: 1.0 / (1.0 - theta),
-            zetan,
-            eta: (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan),
-        }
-    }
-
-    fn sample(&self, rng: &mut SmallRng) -> u64 {
-        let u: f64 = rng.random();
-        let uz = u * self.zetan;
-        if uz < 1.0 {
-            return 0;
-        }
-        if uz < 1.0 + 0.5f64.powf(self.theta) {
-            return 1.min(self.n - 1);
-        }
-        ((self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64).min(self.n - 1)
-    }
-}
-
+/// Spreads zipfian ranks over the key space, so that hot items fall in different partitions.
 fn scramble(rank: u64, n: u64) -> u64 {
     let mut z = rank.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z ^= z >> 29;
@@ -255,6 +215,27 @@ mod tests {
     }
 
     #[test]
+    fn a_harmonic_skew_draws_the_hottest_item_one_time_in_h_of_n() {
+        let n = 1000;
+        let shape = YcsbRamp {
+            items: n,
+            theta: 1.0,
+            ..YcsbRamp::default()
+        };
+        shape.validate().unwrap();
+        let mut g = Workload::new(shape).generator(3, 0);
+        let draws = 100_000;
+        let hottest = (0..draws).filter(|_| g.key() == scramble(0, n)).count();
+        let h: f64 = (1..=n).map(|i| 1.0 / i as f64).sum();
+        let share = hottest as f64 / draws as f64;
+        assert!(
+            (share - 1.0 / h).abs() < 0.01,
+            "{share} against {}",
+            1.0 / h
+        );
+    }
+
+    #[test]
     fn transactions_have_distinct_keys_and_follow_the_read_ratio() {
         let w = Workload::new(YcsbRamp {
             items: 1000,
@@ -278,9 +259,14 @@ mod tests {
             reads += (kind == TxnKind::Read) as u32;
         }
         assert!((1800..1980).contains(&reads), "{reads} of 2000 read-only");
+        let harmonic = YcsbRamp {
+            theta: 1.0,
+            ..YcsbRamp::default()
+        };
+        assert_eq!(harmonic.validate(), Ok(()));
         assert!(
             YcsbRamp {
-                theta: 1.0,
+                theta: 10.5,
                 ..YcsbRamp::default()
             }
             .validate()

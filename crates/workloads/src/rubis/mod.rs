@@ -29,12 +29,12 @@ pub mod schema;
 mod sell;
 mod user;
 
+use phasedb_keys::Zipf;
 use phasedb_txn::{Database, Protocol, TxError, TxResult, Worker};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::Workload;
-use crate::zipf::Zipf;
 pub use config::{RubisConfig, RubisMix};
 use ids::{IdBlocks, IdSource};
 use input::{Request, Shape};
