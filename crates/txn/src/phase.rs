@@ -54,6 +54,8 @@ pub struct Phases {
     /// Changes in which the coordinator stopped waiting for a worker that held transactions back
     /// for longer than [`HOLDING_PATIENCE`] and acted for it.
     overdue: AtomicU64,
+    /// Nanoseconds coordinators spent in [`Phases::publish_and_wait`].
+    waited_ns: AtomicU64,
     /// Set when a change is due (by the ticker, or by a worker that wants one sooner).
     due: Arc<CachePadded<AtomicBool>>,
     ticker: Option<Ticker>,
@@ -82,6 +84,7 @@ impl Phases {
                 .collect(),
             coordinator: Mutex::new(()),
             overdue: AtomicU64::new(0),
+            waited_ns: AtomicU64::new(0),
             due: Arc::new(CachePadded::new(AtomicBool::new(false))),
             ticker: None,
         }
@@ -153,6 +156,11 @@ impl Phases {
         self.overdue.load(Ordering::Relaxed)
     }
 
+    /// Time coordinators have spent waiting for workers to acknowledge published phases.
+    pub fn barrier_wait(&self) -> Duration {
+        Duration::from_nanos(self.waited_ns.load(Ordering::Relaxed))
+    }
+
     /// Asks for a change as soon as a worker reaches a transaction boundary.
     pub fn hurry(&self) {
         self.due.store(true, Ordering::Release);
@@ -167,6 +175,15 @@ impl Phases {
     /// Marks whether `slot`'s worker holds transactions back for its current phase.
     pub fn set_holding(&self, slot: usize, holding: bool) {
         self.holding[slot].store(holding, Ordering::SeqCst);
+    }
+
+    /// Whether a worker other than `me`'s, among activity slots below `high`, holds transactions
+    /// back for its current phase.
+    pub fn held_by_others(&self, me: usize, high: usize) -> bool {
+        self.holding[..high.min(self.holding.len())]
+            .iter()
+            .enumerate()
+            .any(|(slot, h)| slot != me && h.load(Ordering::SeqCst))
     }
 
     /// Records that `slot` acknowledged `p`.
@@ -235,6 +252,8 @@ impl Phases {
                 );
             }
         }
+        self.waited_ns
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
         p
     }
 

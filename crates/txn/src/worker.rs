@@ -7,6 +7,7 @@ use phasedb_check::History;
 
 use crate::database::Database;
 use crate::error::{Conflict, TxError, TxResult};
+use crate::phase::PhaseWord;
 use crate::protocol::Protocol;
 use crate::state::{CommitCtx, TxState};
 use crate::stats::Stats;
@@ -26,6 +27,9 @@ pub struct Worker<'db, P: Protocol> {
     pub(crate) history: Option<History>,
     stash_mode: bool,
     origin: Option<Stamp>,
+    /// The phase in which this worker last left a due change to workers still rerunning stashed
+    /// transactions, and when it first did in that phase (a cycle-counter reading).
+    deferred_since: Option<(PhaseWord, u64)>,
     /// Counts transactions, to time one in [`LATENCY_SAMPLE`].
     sample: u64,
     /// The worker's registration with the epoch-based reclamation of the storage layer (pinning
@@ -38,6 +42,11 @@ pub struct Worker<'db, P: Protocol> {
 /// Doppel's split-phase cycles), and 1 in 16 of millions still gives steady p99s. Stashed
 /// transactions are sampled alike, so they weigh in the percentiles as often as they occur.
 pub const LATENCY_SAMPLE: u64 = 16;
+
+/// Longest a worker leaves a due phase change to others rerunning stashed transactions (see
+/// `Worker::defer_to_replays`); a worker reruns at most a split phase's stashed transactions, a
+/// few milliseconds' work.
+const REPLAY_PATIENCE_NS: u64 = 100_000_000;
 
 /// A reading of the database's cycle counter: taken for every stashed transaction, where
 /// `Instant::now` would cost a clock read through the VM's clock source.
@@ -62,6 +71,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
             history: db.config.record_history.then(History::default),
             stash_mode: false,
             origin: None,
+            deferred_since: None,
             sample: id as u64,
             epoch_handle: crossbeam_epoch::default_collector().register(),
         }
@@ -279,9 +289,39 @@ impl<'db, P: Protocol> Worker<'db, P> {
 
     #[cold]
     fn coordinate(&mut self) {
+        if self.defer_to_replays() {
+            return;
+        }
         if let Some(role) = self.db.phases.try_coordinate() {
             P::coordinate(self.db, &role, Some(&mut self.state));
         }
+    }
+
+    /// Whether to leave a due change to the workers still rerunning their stashed transactions in
+    /// this phase, and go on running transactions meanwhile: whoever starts the change waits at its
+    /// barrier until they have run them, and the last of them to finish starts it instead. This
+    /// worker stops deferring after [`REPLAY_PATIENCE_NS`] (a worker that stopped with stashed
+    /// transactions is then handled by the barrier's own patience).
+    fn defer_to_replays(&mut self) -> bool {
+        let phases = &self.db.phases;
+        // The phase the change would leave: this worker may not have followed into it yet.
+        let current = phases.published();
+        if !P::resumes_stashed(current)
+            || !phases.held_by_others(self.slot, self.db.activity.high())
+        {
+            self.deferred_since = None;
+            return false;
+        }
+        let clock = &self.db.clock;
+        let now = clock.raw();
+        let since = match self.deferred_since {
+            Some((phase, since)) if phase == current => since,
+            _ => {
+                self.deferred_since = Some((current, now));
+                now
+            }
+        };
+        clock.delta_as_nanos(since, now) < REPLAY_PATIENCE_NS
     }
 
     /// Acknowledges published phases (doing the worker's part of each change) and waits until the

@@ -404,3 +404,83 @@ fn stashed_transactions_run_in_the_next_joined_phase_under_short_phases() {
         .sum();
     assert_eq!(value(&db, t, 0, 0), adds as i64);
 }
+
+/// A worker with nothing stashed goes on committing while another reruns its stashed transactions
+/// in a joined phase, instead of starting the due split phase and waiting at its barrier for them.
+/// The holder here pauses 60 ms before its rerun (a long queue of stashed work); the phase change
+/// is due 0.2 ms into the joined phase.
+#[test]
+fn a_due_phase_change_waits_for_reruns_of_stashed_transactions_without_stopping_others() {
+    let (db, t) = counters(config(1000, false), 4);
+    db.split(t, 0, 0, OpKind::Add);
+    let commits = std::sync::atomic::AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let seen = std::thread::scope(|s| {
+        let (db, commits, done) = (&db, &commits, &done);
+        s.spawn(move || {
+            let mut w = db.worker();
+            let start = Instant::now();
+            while !done.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(30) {
+                w.execute(0, |tx| tx.add(t, 1, 0, 1).map(|_| ())).unwrap();
+                commits.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let holder = s.spawn(move || {
+            // Ends the other worker's loop however this one ends.
+            struct Done<'a>(&'a AtomicBool);
+            impl Drop for Done<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::Relaxed);
+                }
+            }
+            let _done = Done(done);
+            let mut w = db.worker();
+            w.set_stash_mode(true);
+            let read = |w: &mut Worker<'_, Doppel>| {
+                w.execute(0, |tx| Ok(tx.get(t, 0)?.map(|r| r.i64(0))).map(|_| ()))
+            };
+            // The worker says it holds stashed work before it stashes the read, so no change can
+            // be published between the stash and the flag. The split phase may end between
+            // `until_split` and the read (phases are 1 ms): then the read commits, and it tries again.
+            let start = Instant::now();
+            loop {
+                until_split(&mut w, t, 0);
+                w.set_stash_pending(true);
+                match read(&mut w) {
+                    Err(TxError::Stashed) => break,
+                    r => r.unwrap(),
+                }
+                w.set_stash_pending(false);
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "no read was stashed"
+                );
+            }
+            let start = Instant::now();
+            while !w.may_resume_stashed() {
+                w.execute(0, |tx| tx.add(t, 2, 0, 1).map(|_| ())).unwrap();
+                assert!(start.elapsed() < Duration::from_secs(10), "no joined phase");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            let from = commits.load(Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(40));
+            let during = commits.load(Ordering::Relaxed) - from;
+            std::thread::sleep(Duration::from_millis(10));
+            read(&mut w).expect("the stashed read runs in the joined phase");
+            w.set_stash_pending(false);
+            for _ in 0..1000 {
+                w.execute(0, |tx| tx.add(t, 2, 0, 1).map(|_| ())).unwrap();
+            }
+            during
+        });
+        holder.join().unwrap()
+    });
+    db.settle();
+    assert!(
+        seen > 0,
+        "the other worker committed nothing while the holder had stashed reads to rerun: {:?}",
+        db.phase_stats()
+    );
+    assert_eq!(db.phase_stats().overdue, 0, "{:?}", db.phase_stats());
+    assert_eq!(value(&db, t, 1, 0) as u64, commits.load(Ordering::Relaxed));
+}

@@ -412,6 +412,10 @@ pub(super) fn report(db: &Database<Doppel>) -> Vec<(&'static str, String)> {
         ("operations on per-core slices", stats.slice_ops.to_string()),
         ("transactions stashed", stats.stashed.to_string()),
         ("phase changes overdue", stats.overdue.to_string()),
+        (
+            "coordinator wait at barriers",
+            format!("{:.1} ms", stats.barrier_wait.as_secs_f64() * 1e3),
+        ),
     ]
 }
 

@@ -329,6 +329,7 @@ impl Database<Doppel> {
     pub fn phase_stats(&self) -> PhaseStats {
         let mut stats = self.shared.coord.lock().stats.clone();
         stats.overdue = self.phases.overdue();
+        stats.barrier_wait = self.phases.barrier_wait();
         stats
     }
 }

@@ -141,6 +141,9 @@ pub struct PhaseStats {
     /// Phase changes that stopped waiting for a worker holding stashed transactions (see
     /// [`crate::phase::Phases::overdue`]).
     pub overdue: u64,
+    /// Time coordinators spent at phase-change barriers waiting for workers to acknowledge (see
+    /// [`crate::phase::Phases::barrier_wait`]): time a worker ran no transactions.
+    pub barrier_wait: std::time::Duration,
 }
 
 /// The coordinator's state between phases.
