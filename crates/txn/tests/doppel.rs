@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use common::{Mix, open_with, run_on, seeds};
 use phasedb_check::check_serializable;
 use phasedb_storage::{ColumnType, Schema, TableSpec};
-use phasedb_txn::{Config, Database, Doppel, OpKind, SplitOp, TableId, TxError, Worker, columns};
+use phasedb_txn::{
+    Config, Database, Doppel, OpKind, SplitOp, SplitPolicy, TableId, TxError, Worker, columns,
+};
 
 const MIX: Mix = Mix {
     keys: 12,
@@ -289,6 +291,83 @@ fn conflicts_of_transactions_that_also_read_the_record_do_not_split_it() {
     assert_eq!(
         stats.ever_split, 0,
         "{conflicts} conflicts split it: {stats:?}"
+    );
+}
+
+/// Runs two threads on row 0 of `counters`, each adding to it in one transaction of 20 and reading it
+/// (then 8 other rows, so the read stays open a while) in the others, until the row is split, or
+/// the coordinator has made `decisions` split decisions and the threads retried `retries` attempts,
+/// or 10 s passed. Returns the attempts retried.
+fn read_mostly_load(db: &Database<Doppel>, t: TableId, decisions: u64, retries: u64) -> u64 {
+    let start = Barrier::new(2);
+    let retried = std::sync::atomic::AtomicU64::new(0);
+    let go_on = || {
+        let s = db.phase_stats();
+        s.ever_split == 0
+            && (s.split_phases + s.skipped_splits < decisions
+                || retried.load(Ordering::Relaxed) < retries)
+    };
+    std::thread::scope(|s| {
+        for id in 0..2u64 {
+            let (start, retried, go_on) = (&start, &retried, &go_on);
+            s.spawn(move || {
+                let mut w = db.worker();
+                start.wait();
+                let began = Instant::now();
+                let mut n = 0u64;
+                while (n % 1024 != 0 || go_on()) && began.elapsed() < Duration::from_secs(10) {
+                    let like = (n + id * 10) % 20 == 0;
+                    let mut attempts = 0;
+                    w.execute(0, |tx| {
+                        attempts += 1;
+                        if like {
+                            return tx.add(t, 0, 0, 1).map(|_| ());
+                        }
+                        let mut sum = tx.get_columns(t, 0, columns(&[0]))?.unwrap().i64(0);
+                        for k in 1..9 {
+                            sum += tx.get_columns(t, k, columns(&[0]))?.unwrap().i64(0);
+                        }
+                        std::hint::black_box(sum);
+                        Ok(())
+                    })
+                    .unwrap();
+                    retried.fetch_add(attempts - 1, Ordering::Relaxed);
+                    n += 1;
+                }
+            });
+        }
+    });
+    retried.into_inner()
+}
+
+/// A row read far more often than it is added to (LIKE's popular pages at 10% writes) owes its
+/// conflicts mostly to readers, whom a split would stash: it stays reconciled. Counting the
+/// operation's share among those conflicts is what decides: without it the same load splits the row.
+#[test]
+fn a_row_whose_conflicts_are_mostly_readers_is_not_split() {
+    let open = |share: f64| {
+        let mut cfg = config(100_000, false);
+        cfg.split.min_conflicts = 16;
+        cfg.split.min_conflict_share = share;
+        counters(cfg, 16)
+    };
+    let (db, t) = open(0.0);
+    let conflicts = read_mostly_load(&db, t, u64::MAX, u64::MAX);
+    let stats = db.phase_stats();
+    assert!(
+        stats.ever_split > 0,
+        "without the share, {conflicts} conflicts did not split the row: {stats:?}"
+    );
+    let (db, t) = open(SplitPolicy::default().min_conflict_share);
+    let conflicts = read_mostly_load(&db, t, 10, 2000);
+    let stats = db.phase_stats();
+    assert!(
+        conflicts >= 500,
+        "the row was not contended: {conflicts} conflicts"
+    );
+    assert_eq!(
+        stats.ever_split, 0,
+        "{conflicts} conflicts, mostly of readers, split it: {stats:?}"
     );
 }
 

@@ -228,10 +228,7 @@ fn choose_split(db: &Database<Doppel>, coord: &mut CoordState) -> Vec<SplitLabel
     if policy.auto {
         let mut hot: Vec<(u64, SplitLabel, u8)> = merged
             .iter()
-            .filter(|(_, s)| {
-                s.count >= policy.min_conflicts
-                    && s.by_op as f64 >= policy.min_op_share * (s.by_op + s.others) as f64
-            })
+            .filter(|(_, s)| s.worth_splitting(policy))
             .filter_map(|(&(table, key, group), s)| {
                 let (col, kind) = s.op?;
                 Some((

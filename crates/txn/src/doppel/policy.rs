@@ -15,6 +15,12 @@ pub struct SplitPolicy {
     /// stash these and keep their conflicts). To stay split: of the accesses that reached it in a
     /// split phase (operations applied plus transactions stashed).
     pub min_op_share: f64,
+    /// A record is split only if its operation caused at least this share of all its sampled
+    /// joined-phase conflicts, those of transactions that only read it included. A split stashes
+    /// every read of the record, so a record read far more often than it is updated (LIKE's popular
+    /// pages when a tenth of the transactions like) would stash many readers to spare a few
+    /// conflicts, and its split phases would then let it go.
+    pub min_conflict_share: f64,
     /// Fewest operations on a split record in one split phase for it to stay split.
     pub min_ops: u64,
     /// Split decisions a record sits out after a split phase that did not keep it split. The wait
@@ -39,6 +45,7 @@ impl Default for SplitPolicy {
             min_conflicts: 8,
             max_split: 64,
             min_op_share: 0.6,
+            min_conflict_share: 0.2,
             min_ops: 16,
             cooldown: 8,
             max_cooldown: 256,
@@ -53,6 +60,9 @@ impl SplitPolicy {
     pub fn validate(&self) -> Result<(), String> {
         if !(0.0..=1.0).contains(&self.min_op_share) {
             return Err("the split operation share must be between 0 and 1".into());
+        }
+        if !(0.0..=1.0).contains(&self.min_conflict_share) {
+            return Err("the split operation's conflict share must be between 0 and 1".into());
         }
         if !(self.joined_share > 0.0 && self.joined_share <= 1.0) {
             return Err("the joined phase share must be in (0, 1]".into());

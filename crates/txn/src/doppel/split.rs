@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 use phasedb_storage::{ColumnType, RecordPtr, TableId};
 use rustc_hash::FxHashMap;
 
+use super::policy::SplitPolicy;
 use crate::database::MAX_WORKERS;
 use crate::splittable::OpKind;
 use crate::tid::TidWord;
@@ -53,7 +54,7 @@ pub(crate) struct EntrySample {
 /// A conflict sample of a joined phase: how often a record's group made a transaction abort; how
 /// many of those transactions touched it only by a splittable operation (a split would spare them)
 /// and how many also wrote it otherwise or read it besides a commutative update (a split would
-/// stash them and keep their conflicts; plain readers count in neither); and the splittable
+/// stash them and keep their conflicts; plain readers count only in `count`); and the splittable
 /// operation (column and kind) transactions ran on it, if any.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ConflictSample {
@@ -61,6 +62,19 @@ pub(crate) struct ConflictSample {
     pub by_op: u64,
     pub others: u64,
     pub op: Option<(u16, OpKind)>,
+}
+
+impl ConflictSample {
+    /// Whether these conflicts make the record worth splitting for their operation: enough of them,
+    /// and the operation's share large enough both of the transactions a split would spare or stash
+    /// and of all conflicts, plain readers' included (a split stashes those too).
+    pub fn worth_splitting(&self, policy: &SplitPolicy) -> bool {
+        let by_op = self.by_op as f64;
+        self.op.is_some()
+            && self.count >= policy.min_conflicts
+            && by_op >= policy.min_op_share * (self.by_op + self.others) as f64
+            && by_op >= policy.min_conflict_share * self.count as f64
+    }
 }
 
 /// Words left empty before and after the slices in each worker's arena, so that no two workers'
@@ -214,5 +228,41 @@ impl DoppelShared {
     #[inline]
     pub(crate) unsafe fn slot(&self, slot: usize) -> &mut SlotState {
         unsafe { self.slots[slot].get_mut() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(by_op: u64, others: u64, readers: u64) -> ConflictSample {
+        ConflictSample {
+            count: by_op + others + readers,
+            by_op,
+            others,
+            op: Some((0, OpKind::Add)),
+        }
+    }
+
+    #[test]
+    fn a_record_is_worth_splitting_when_its_operation_causes_enough_of_its_conflicts() {
+        let policy = SplitPolicy::default();
+        // INCR1's hot key: every conflict is between adds.
+        assert!(sample(40, 0, 0).worth_splitting(&policy));
+        // A LIKE page at half writes: readers cause most conflicts, likes still a fair share.
+        assert!(sample(29, 0, 71).worth_splitting(&policy));
+        // The same page at a tenth writes: a split would stash some thirty readers per like.
+        assert!(!sample(3, 0, 97).worth_splitting(&policy));
+        // A District row: the adds' transactions mostly also write it otherwise.
+        assert!(!sample(30, 70, 0).worth_splitting(&policy));
+        // Too few conflicts, or none from a splittable operation.
+        assert!(!sample(7, 0, 0).worth_splitting(&policy));
+        assert!(
+            !ConflictSample {
+                op: None,
+                ..sample(0, 0, 40)
+            }
+            .worth_splitting(&policy)
+        );
     }
 }
