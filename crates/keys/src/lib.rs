@@ -3,4 +3,4 @@
 
 mod zipf;
 
-pub use zipf::Zipf;
+pub use zipf::{MAX_SKEW, Zipf};

@@ -26,7 +26,20 @@ fn zeta(n: u64, theta: f64) -> f64 {
     (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum()
 }
 
+/// Largest skew (exclusive) a workload accepts: past it nearly every draw is rank 0, and
+/// `0.5^theta` and the tail's exponent lose their precision.
+pub const MAX_SKEW: f64 = 10.0;
+
 impl Zipf {
+    /// Checks a skew given by command-line option `option`, with a message fit for its user.
+    pub fn check_skew(option: &str, theta: f64) -> Result<(), String> {
+        if (0.0..MAX_SKEW).contains(&theta) {
+            Ok(())
+        } else {
+            Err(format!("{option} must be in [0, {MAX_SKEW})"))
+        }
+    }
+
     /// A generator over `0..n` (n ≥ 1) with skew `theta` ≥ 0.
     pub fn new(n: u64, theta: f64) -> Zipf {
         assert!(n >= 1, "a zipfian needs at least one item");
@@ -75,6 +88,20 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
+
+    #[test]
+    fn a_skew_is_checked_against_the_range_every_workload_accepts() {
+        for ok in [0.0, 0.99, 1.0, 9.99] {
+            assert_eq!(Zipf::check_skew("--alpha", ok), Ok(()));
+        }
+        for bad in [-0.1, MAX_SKEW, 10.5, f64::NAN, f64::INFINITY] {
+            assert_eq!(
+                Zipf::check_skew("--theta", bad),
+                Err("--theta must be in [0, 10)".into()),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn skew_concentrates_on_low_ranks() {

@@ -48,9 +48,7 @@ impl IncrConfig {
             KeyChoice::Moving { every, .. } if every.is_zero() => {
                 Err("the hot key must stay hot for some time".into())
             }
-            KeyChoice::Zipf(a) if !(0.0..10.0).contains(&a) => {
-                Err("--alpha must be in [0, 10)".into())
-            }
+            KeyChoice::Zipf(a) => Zipf::check_skew("--alpha", a),
             _ => Ok(()),
         }
     }

@@ -47,10 +47,7 @@ impl LikeConfig {
         if !(0.0..=1.0).contains(&self.write_ratio) {
             return Err("--write-ratio must be between 0 and 1".into());
         }
-        if !(0.0..10.0).contains(&self.alpha) {
-            return Err("--alpha must be in [0, 10)".into());
-        }
-        Ok(())
+        Zipf::check_skew("--alpha", self.alpha)
     }
 }
 

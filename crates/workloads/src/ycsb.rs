@@ -115,10 +115,7 @@ impl YcsbConfig {
         if !(0.0..=1.0).contains(&self.read_ratio) {
             return Err("--read-ratio must be between 0 and 1".into());
         }
-        if !(self.theta >= 0.0 && self.theta < 10.0) {
-            return Err("--theta must be in [0, 10)".into());
-        }
-        Ok(())
+        Zipf::check_skew("--theta", self.theta)
     }
 }
 

@@ -59,9 +59,7 @@ impl YcsbRamp {
         {
             return Err("read and read-write ratios must be between 0 and 1".into());
         }
-        if !self.theta.is_finite() || self.theta < 0.0 || self.theta > 10.0 {
-            return Err("theta must be in [0, 10]".into());
-        }
+        Zipf::check_skew("theta", self.theta)?;
         if self.value_size > 1 << 20 {
             return Err("values are at most 1 MiB".into());
         }

@@ -1,5 +1,7 @@
 //! RUBiS settings: scale, the initial bids and comments, and the transaction mix.
 
+use phasedb_keys::Zipf;
+
 use super::schema::{ITEM_BITS, USER_BITS};
 use super::{STORE_BID, TXN_TYPES};
 
@@ -132,10 +134,7 @@ impl RubisConfig {
         if self.comments_per_item > 100 {
             return Err("--comments-per-item must be at most 100".into());
         }
-        if !(0.0..10.0).contains(&self.alpha) {
-            return Err("--alpha must be in [0, 10)".into());
-        }
-        Ok(())
+        Zipf::check_skew("--alpha", self.alpha)
     }
 
     /// Whether StoreBid picks items zipfian (RUBiS-C with a positive skew).
