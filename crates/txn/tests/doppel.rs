@@ -315,8 +315,10 @@ fn read_mostly_load(db: &Database<Doppel>, t: TableId, decisions: u64, retries: 
                 start.wait();
                 let began = Instant::now();
                 let mut n = 0u64;
-                while (n % 1024 != 0 || go_on()) && began.elapsed() < Duration::from_secs(10) {
-                    let like = (n + id * 10) % 20 == 0;
+                while (!n.is_multiple_of(1024) || go_on())
+                    && began.elapsed() < Duration::from_secs(10)
+                {
+                    let like = (n + id * 10).is_multiple_of(20);
                     let mut attempts = 0;
                     w.execute(0, |tx| {
                         attempts += 1;
