@@ -3,4 +3,4 @@
 
 mod zipf;
 
-pub use zipf::{MAX_SKEW, Zipf};
+pub use zipf::Zipf;

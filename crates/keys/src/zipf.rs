@@ -28,7 +28,7 @@ fn zeta(n: u64, theta: f64) -> f64 {
 
 /// Largest skew (exclusive) a workload accepts: past it nearly every draw is rank 0, and
 /// `0.5^theta` and the tail's exponent lose their precision.
-pub const MAX_SKEW: f64 = 10.0;
+const MAX_SKEW: f64 = 10.0;
 
 impl Zipf {
     /// Checks a skew given by command-line option `option`, with a message fit for its user.
