@@ -373,6 +373,99 @@ fn a_row_whose_conflicts_are_mostly_readers_is_not_split() {
     );
 }
 
+/// Runs two threads on row 0 of `counters`, each adding to it and reading it in turn (a read of the
+/// split row comes back stashed and is dropped), until the coordinator has made `decisions` split
+/// decisions after the row was first split, or 10 s passed. Returns the split phases among those
+/// decisions, and the decisions made.
+fn half_read_load(db: &Database<Doppel>, t: TableId, decisions: u64) -> (u64, u64) {
+    let decided = |s: &phasedb_txn::PhaseStats| s.split_phases + s.skipped_splits;
+    let first = std::sync::Mutex::new(None::<phasedb_txn::PhaseStats>);
+    let go_on = || {
+        let s = db.phase_stats();
+        let mut first = first.lock().unwrap();
+        match &*first {
+            Some(f) => decided(&s) < decided(f) + decisions,
+            None => {
+                if s.split.iter().any(|l| l.key == 0) {
+                    *first = Some(s);
+                }
+                true
+            }
+        }
+    };
+    let start = Barrier::new(2);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            let (start, go_on) = (&start, &go_on);
+            s.spawn(move || {
+                let mut w = db.worker();
+                w.set_stash_mode(true);
+                start.wait();
+                let began = Instant::now();
+                let mut n = 0u64;
+                while (!n.is_multiple_of(256) || go_on())
+                    && began.elapsed() < Duration::from_secs(10)
+                {
+                    let r = w.execute(0, |tx| {
+                        if n.is_multiple_of(2) {
+                            return tx.add(t, 0, 0, 1).map(|_| ());
+                        }
+                        std::hint::black_box(tx.get_columns(t, 0, columns(&[0]))?);
+                        Ok(())
+                    });
+                    assert!(matches!(r, Ok(()) | Err(TxError::Stashed)), "{r:?}");
+                    n += 1;
+                }
+            });
+        }
+    });
+    let first = first
+        .into_inner()
+        .unwrap()
+        .expect("the row was never split");
+    let end = db.phase_stats();
+    (
+        end.split_phases - first.split_phases,
+        decided(&end) - decided(&first),
+    )
+}
+
+/// A split row read as often as it is added to (LIKE's popular pages at half writes) stashes about
+/// one reader per operation on a slice, which at 2 workers is about even: it stays split, where a
+/// threshold above half would let it go and keep it reconciled for ever longer cooldowns.
+#[test]
+fn a_split_row_read_as_often_as_added_to_stays_split() {
+    let open = |stay: f64| {
+        let mut cfg = config(20_000, false);
+        cfg.split.min_conflicts = 4;
+        cfg.split.min_stay_share = stay;
+        counters(cfg, 4)
+    };
+    let (db, t) = open(SplitPolicy::default().min_stay_share);
+    let (split, decisions) = half_read_load(&db, t, 60);
+    let stats = db.phase_stats();
+    assert!(
+        decisions >= 60,
+        "only {decisions} decisions in 10 s: {stats:?}"
+    );
+    assert!(
+        split * 2 >= decisions,
+        "the row was split in {split} of {decisions} decisions: {stats:?}"
+    );
+    assert!(stats.stashed > 0 && stats.slice_ops > 0, "{stats:?}");
+    let (db, t) = open(0.6);
+    let (split, decisions) = half_read_load(&db, t, 60);
+    let stats = db.phase_stats();
+    assert!(
+        decisions >= 60,
+        "only {decisions} decisions in 10 s: {stats:?}"
+    );
+    assert!(
+        split * 4 < decisions,
+        "with a stay share of 0.6 the row was split in {split} of {decisions} decisions: {stats:?}"
+    );
+}
+
 #[test]
 fn phase_changes_wait_for_running_transactions() {
     let (db, t) = counters(config(1000, true), 4);

@@ -5,11 +5,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use parking_lot::MutexGuard;
-use phasedb_storage::{ColumnType, TableId};
+use phasedb_storage::TableId;
 
 use super::policy::SplitPolicy;
 use super::reconcile;
-use super::split::{CoordState, MAX_SAMPLED, SLICE_PAD, SplitEntry, SplitLabel};
+use super::split::{CoordState, EntrySample, MAX_SAMPLED, SLICE_PAD, SplitEntry, SplitLabel, fits};
 use super::{Doppel, JOINED, RECONCILE, SPLIT_PHASE};
 use crate::database::Database;
 use crate::phase;
@@ -74,15 +74,6 @@ pub(super) fn sample_conflict(st: &TxState<TidWord>, db: &Database<Doppel>) {
         if op.is_some() {
             sample.op = op;
         }
-    }
-}
-
-/// Whether operation `kind` can be split on a column of type `ty`.
-fn fits(kind: OpKind, ty: ColumnType) -> bool {
-    match kind {
-        OpKind::OPut => matches!(ty, ColumnType::Tuple(_)),
-        OpKind::TopKInsert => matches!(ty, ColumnType::TopK { .. }),
-        _ => matches!(ty, ColumnType::I64 | ColumnType::U64),
     }
 }
 
@@ -283,22 +274,14 @@ fn reconcile_and_join(
     let entries = unsafe { db.shared.entries.get_mut() };
     let epoch = db.epoch.current();
     for (i, e) in entries.iter().enumerate() {
-        let mut ops = 0;
-        let mut reads = 0;
-        let mut other = [0u64; 6];
+        let mut seen = EntrySample::default();
         for slot in 0..high {
             // SAFETY: as above.
-            let s = unsafe { db.shared.slot(slot) };
-            if let Some(sample) = s.samples.get(i) {
-                ops += sample.ops;
-                reads += sample.reads;
-                for (o, x) in other.iter_mut().zip(sample.other) {
-                    *o += x;
-                }
+            if let Some(sample) = unsafe { db.shared.slot(slot) }.samples.get(i) {
+                seen.absorb(sample);
             }
         }
-        coord.stats.slice_ops += ops;
-        let total = ops + reads + other.iter().sum::<u64>();
+        coord.stats.slice_ops += seen.ops;
         let manual = db
             .shared
             .manual
@@ -306,19 +289,7 @@ fn reconcile_and_join(
             .iter()
             .any(|l| (l.table, l.key, l.col) == (e.label.table, e.label.key, e.label.col));
         if !manual && policy.auto {
-            let other_kind = other
-                .iter()
-                .enumerate()
-                .max_by_key(|(_, n)| **n)
-                .map(|(k, &n)| (OpKind::ALL[k], n))
-                .filter(|&(k, n)| n > ops && n >= policy.min_ops && fits(k, e.ty));
-            let keep = if ops >= policy.min_ops && ops as f64 >= policy.min_op_share * total as f64
-            {
-                Some(e.label)
-            } else {
-                other_kind.map(|(kind, _)| SplitLabel { kind, ..e.label })
-            };
-            match keep {
+            match seen.next_label(e.label, e.ty, policy) {
                 Some(l) => {
                     coord.keep.push(l);
                     coord.cooldown.kept(&e.label);

@@ -51,6 +51,49 @@ pub(crate) struct EntrySample {
     pub other: [u64; 6],
 }
 
+impl EntrySample {
+    /// Adds another worker's sample of the same record.
+    pub fn absorb(&mut self, o: &EntrySample) {
+        self.ops += o.ops;
+        self.reads += o.reads;
+        for (x, y) in self.other.iter_mut().zip(o.other) {
+            *x += y;
+        }
+    }
+
+    /// What a record split for `label` is in the next split phase, by what reached it in this
+    /// one: split for the same operation while it was applied often enough and made enough of the
+    /// accesses; split for another splittable operation that fits the column (`ty`) when that one
+    /// was stashed more often than the operation was applied; otherwise reconciled (`None`).
+    pub fn next_label(
+        &self,
+        label: SplitLabel,
+        ty: ColumnType,
+        policy: &SplitPolicy,
+    ) -> Option<SplitLabel> {
+        let total = self.ops + self.reads + self.other.iter().sum::<u64>();
+        if self.ops >= policy.min_ops && self.ops as f64 >= policy.min_stay_share * total as f64 {
+            return Some(label);
+        }
+        self.other
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, n)| **n)
+            .map(|(k, &n)| (OpKind::ALL[k], n))
+            .filter(|&(k, n)| n > self.ops && n >= policy.min_ops && fits(k, ty))
+            .map(|(kind, _)| SplitLabel { kind, ..label })
+    }
+}
+
+/// Whether operation `kind` can be split on a column of type `ty`.
+pub(crate) fn fits(kind: OpKind, ty: ColumnType) -> bool {
+    match kind {
+        OpKind::OPut => matches!(ty, ColumnType::Tuple(_)),
+        OpKind::TopKInsert => matches!(ty, ColumnType::TopK { .. }),
+        _ => matches!(ty, ColumnType::I64 | ColumnType::U64),
+    }
+}
+
 /// A conflict sample of a joined phase: how often a record's group made a transaction abort; how
 /// many of those transactions touched it only by a splittable operation (a split would spare them)
 /// and how many also wrote it otherwise or read it besides a commutative update (a split would
@@ -242,6 +285,53 @@ mod tests {
             others,
             op: Some((0, OpKind::Add)),
         }
+    }
+
+    fn seen(ops: u64, reads: u64, other: (OpKind, u64)) -> EntrySample {
+        let mut s = EntrySample {
+            ops,
+            reads,
+            ..EntrySample::default()
+        };
+        s.other[OpKind::ALL.iter().position(|&k| k == other.0).unwrap()] = other.1;
+        s
+    }
+
+    #[test]
+    fn a_split_record_stays_split_while_its_operation_is_enough_of_what_reaches_it() {
+        let policy = SplitPolicy::default();
+        let page = SplitLabel {
+            table: 0,
+            key: 0,
+            col: 0,
+            kind: OpKind::Add,
+        };
+        let next = |s: EntrySample| s.next_label(page, ColumnType::I64, &policy);
+        // INCR1's hot key: nothing but adds.
+        assert_eq!(next(seen(5000, 0, (OpKind::Max, 0))), Some(page));
+        // LIKE's top page at half writes: about as many readers stashed as likes applied.
+        assert_eq!(next(seen(1000, 1050, (OpKind::Max, 0))), Some(page));
+        // At 30% writes: more than two readers stashed per like.
+        assert_eq!(next(seen(300, 700, (OpKind::Max, 0))), None);
+        // Too few operations to be worth a split phase.
+        assert_eq!(next(seen(10, 0, (OpKind::Max, 0))), None);
+        // Another operation was stashed more often than the split one was applied: split for it.
+        assert_eq!(
+            next(seen(20, 0, (OpKind::Max, 100))),
+            Some(SplitLabel {
+                kind: OpKind::Max,
+                ..page
+            })
+        );
+        // ... unless it cannot be split on the column's type.
+        assert_eq!(next(seen(20, 0, (OpKind::OPut, 100))), None);
+        // Merging the workers' samples adds them up.
+        let mut all = seen(400, 300, (OpKind::Max, 0));
+        all.absorb(&seen(600, 200, (OpKind::Max, 7)));
+        assert_eq!(
+            (all.ops, all.reads, all.other.iter().sum::<u64>()),
+            (1000, 500, 7)
+        );
     }
 
     #[test]
