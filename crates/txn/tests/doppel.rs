@@ -13,7 +13,8 @@ use common::{Mix, open_with, run_on, seeds};
 use phasedb_check::check_serializable;
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{
-    Config, Database, Doppel, OpKind, SplitOp, SplitPolicy, TableId, TxError, Worker, columns,
+    Config, Database, Doppel, OpKind, PhaseStats, SplitOp, SplitPolicy, TableId, TxError, Worker,
+    columns,
 };
 
 const MIX: Mix = Mix {
@@ -378,8 +379,8 @@ fn a_row_whose_conflicts_are_mostly_readers_is_not_split() {
 /// decisions after the row was first split, or 10 s passed. Returns the split phases among those
 /// decisions, and the decisions made.
 fn half_read_load(db: &Database<Doppel>, t: TableId, decisions: u64) -> (u64, u64) {
-    let decided = |s: &phasedb_txn::PhaseStats| s.split_phases + s.skipped_splits;
-    let first = std::sync::Mutex::new(None::<phasedb_txn::PhaseStats>);
+    let decided = |s: &PhaseStats| s.split_phases + s.skipped_splits;
+    let first = std::sync::Mutex::new(None::<PhaseStats>);
     let go_on = || {
         let s = db.phase_stats();
         let mut first = first.lock().unwrap();

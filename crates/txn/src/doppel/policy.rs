@@ -24,7 +24,7 @@ pub struct SplitPolicy {
     /// slice spares a conflict and a cache line moving between cores; a stashed reader costs a
     /// second start in the next joined phase, where it reads the record with the other readers. At 2
     /// workers that is about even: keeping LIKE's top page split at half writes (ops about half of
-    /// the accesses) measured 7% faster than letting it go, at 40% writes no different.
+    /// the accesses) measured about 5% faster than letting it go, at 40% writes no different.
     pub min_stay_share: f64,
     /// Fewest operations on a split record in one split phase for it to stay split.
     pub min_ops: u64,
