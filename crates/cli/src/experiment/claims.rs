@@ -65,6 +65,17 @@ pub fn times(r: Option<f64>) -> String {
     r.map_or_else(|| "n/a".into(), |r| format!("{r:.2}x"))
 }
 
+/// The range of per-round ratios as " (rounds 0.91–1.08x)", or nothing for fewer than two rounds:
+/// beside a ratio of medians it shows how far one round could stray from it.
+pub fn spread(ratios: &[f64]) -> String {
+    if ratios.len() < 2 {
+        return String::new();
+    }
+    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!(" (rounds {lo:.2}–{hi:.2}x)")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +96,12 @@ mod tests {
         assert!(c.verdict_line().starts_with("Verdict: does not hold"));
         assert_eq!(times(ratio(1.0, 0.0)), "n/a");
         assert_eq!(times(ratio(3.0, 2.0)), "1.50x");
+    }
+
+    #[test]
+    fn the_spread_of_round_ratios_gives_their_range() {
+        assert_eq!(spread(&[1.0, 0.9, 1.13]), " (rounds 0.90–1.13x)");
+        assert_eq!(spread(&[1.0]), "");
+        assert_eq!(spread(&[]), "");
     }
 }

@@ -91,6 +91,7 @@ mod tests {
                 committed: 20,
                 ..Metrics::default()
             },
+            rounds: vec![10.0],
             check: "ok".into(),
             applicable,
         }

@@ -217,6 +217,7 @@ fn row(s: &Settings, p: &Point, runs: &mut Vec<Run>, failure: Option<String>) ->
     let mut params = vec![("algorithm".to_string(), p.algorithm.name().to_string())];
     params.extend(p.params.iter().cloned());
     params.extend(constants(s, p));
+    let rounds = runs.iter().map(|r| r.report.throughput()).collect();
     runs.sort_by(|a, b| a.report.throughput().total_cmp(&b.report.throughput()));
     let median = (!runs.is_empty()).then(|| runs.swap_remove(runs.len() / 2));
     let (metrics, applicable) = match (&median, failure) {
@@ -240,6 +241,7 @@ fn row(s: &Settings, p: &Point, runs: &mut Vec<Run>, failure: Option<String>) ->
         series: p.series.clone(),
         x: p.x,
         metrics,
+        rounds,
         check: "not verified".into(),
         applicable,
     }

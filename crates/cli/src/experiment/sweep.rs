@@ -105,6 +105,8 @@ pub struct Row {
     pub x: f64,
     /// What it measured (zeros if skipped).
     pub metrics: Metrics,
+    /// The throughput of each of its runs, in round order (`metrics` is the median run's).
+    pub rounds: Vec<f64>,
     /// The workload's consistency check: "ok" or what failed.
     pub check: String,
     /// Whether the protocol could run the workload; the reason if not.
@@ -112,6 +114,17 @@ pub struct Row {
 }
 
 impl Row {
+    /// This point's throughput over `other`'s, round by round: how a ratio of the medians would
+    /// have come out had any one round decided it (points of one round ran side by side).
+    pub fn round_ratios(&self, other: &Row) -> Vec<f64> {
+        self.rounds
+            .iter()
+            .zip(&other.rounds)
+            .filter(|&(_, &b)| b != 0.0)
+            .map(|(a, b)| a / b)
+            .collect()
+    }
+
     /// The value of parameter `key`.
     pub fn param(&self, key: &str) -> Option<&str> {
         self.params
@@ -220,6 +233,7 @@ pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
     for ((p, mut runs_done), failure) in points.into_iter().zip(done).zip(failed) {
         let mut params = p.params.clone();
         params.extend(p.constants.iter().cloned());
+        let mut rounds = Vec::new();
         let (measured, metrics, applicable) = match failure {
             Some((measured, metrics, e)) => (measured, metrics, Err(e)),
             None if runs_done.is_empty() => {
@@ -229,12 +243,14 @@ pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
                     series: p.series,
                     x: p.x,
                     metrics: Metrics::default(),
+                    rounds: Vec::new(),
                     check: "not run".into(),
                     applicable: Err(format!("skipped: {reason}")),
                 });
                 continue;
             }
             None => {
+                rounds = runs_done.iter().map(|d| d.1.throughput).collect();
                 runs_done.sort_by(|a, b| a.1.throughput.total_cmp(&b.1.throughput));
                 if runs_done.len() > 1 {
                     let each: Vec<String> = runs_done
@@ -261,6 +277,7 @@ pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
             series: p.series,
             x: p.x,
             metrics,
+            rounds,
             check: match &measured.result.check {
                 Ok(()) => "ok".into(),
                 Err(e) => e.clone(),
@@ -269,4 +286,29 @@ pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
         });
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(rounds: &[f64]) -> Row {
+        Row {
+            params: Vec::new(),
+            series: "s".into(),
+            x: 0.0,
+            metrics: Metrics::default(),
+            rounds: rounds.to_vec(),
+            check: "ok".into(),
+            applicable: Ok(()),
+        }
+    }
+
+    #[test]
+    fn round_ratios_pair_the_runs_of_each_round() {
+        let a = row(&[10.0, 12.0, 9.0]);
+        let b = row(&[5.0, 12.0, 0.0]);
+        assert_eq!(a.round_ratios(&b), vec![2.0, 1.0]);
+        assert_eq!(a.round_ratios(&row(&[])), Vec::<f64>::new());
+    }
 }

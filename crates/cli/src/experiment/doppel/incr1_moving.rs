@@ -106,6 +106,7 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
                         throughput: w.rate,
                         ..Metrics::default()
                     },
+                    rounds: Vec::new(),
                     check: match &check {
                         Ok(()) => "ok".into(),
                         Err(e) => e.clone(),

@@ -2,7 +2,7 @@
 
 use phasedb_workloads::like::{Like, LikeConfig};
 
-use super::super::claims::{Claim, Verdict, ratio, times};
+use super::super::claims::{Claim, Verdict, ratio, spread, times};
 use super::super::{Artifacts, Settings};
 use super::{Finish, PHASE, at, common_setup, measure, num, options, point, protocols, sweep};
 
@@ -51,6 +51,9 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
             .and_then(|(d, o)| ratio(d.metrics.throughput, o.metrics.throughput))
     };
     let split50 = at(&rows, "doppel", 50.0).and_then(|d| num(d, "split_records"));
+    let rounds50 = at(&rows, "doppel", 50.0)
+        .zip(at(&rows, "occ", 50.0))
+        .map_or_else(Vec::new, |(d, o)| d.round_ratios(o));
     let heavy: Vec<(f64, Option<f64>)> = writes
         .iter()
         .filter(|&&w| w >= 0.5)
@@ -63,8 +66,9 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
                     key at 2 workers"
                 .into(),
             measured: format!(
-                "doppel/occ at 50% writes {}, most pages split at once {}",
+                "doppel/occ at 50% writes {}{}, most pages split at once {}",
                 times(r(50.0)),
+                spread(&rounds50),
                 split50.map_or("n/a".into(), |x| format!("{x:.0}"))
             ),
             verdict: match (r(50.0), split50) {
