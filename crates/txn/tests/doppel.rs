@@ -86,6 +86,20 @@ fn counters(config: Config, keys: u64) -> (Database<Doppel>, TableId) {
     (db, t)
 }
 
+/// `counters` with `keys` rows under phases of `phase_us` µs, split after `min_conflicts`
+/// conflicts, with `policy` changing the rest of the split policy.
+fn split_counters(
+    phase_us: u64,
+    min_conflicts: u64,
+    keys: u64,
+    policy: impl FnOnce(&mut SplitPolicy),
+) -> (Database<Doppel>, TableId) {
+    let mut cfg = config(phase_us, false);
+    cfg.split.min_conflicts = min_conflicts;
+    policy(&mut cfg.split);
+    counters(cfg, keys)
+}
+
 /// Runs increments on `w` until a split phase is on with `key` split.
 fn until_split(w: &mut Worker<'_, Doppel>, t: TableId, key: u64) {
     let start = Instant::now();
@@ -348,12 +362,7 @@ fn read_mostly_load(db: &Database<Doppel>, t: TableId, decisions: u64, retries: 
 /// operation's share among those conflicts is what decides: without it the same load splits the row.
 #[test]
 fn a_row_whose_conflicts_are_mostly_readers_is_not_split() {
-    let open = |share: f64| {
-        let mut cfg = config(100_000, false);
-        cfg.split.min_conflicts = 16;
-        cfg.split.min_conflict_share = share;
-        counters(cfg, 16)
-    };
+    let open = |share: f64| split_counters(100_000, 16, 16, |p| p.min_conflict_share = share);
     let (db, t) = open(0.0);
     let conflicts = read_mostly_load(&db, t, u64::MAX, u64::MAX);
     let stats = db.phase_stats();
@@ -436,31 +445,23 @@ fn half_read_load(db: &Database<Doppel>, t: TableId, decisions: u64) -> (u64, u6
 /// threshold above half would let it go and keep it reconciled for ever longer cooldowns.
 #[test]
 fn a_split_row_read_as_often_as_added_to_stays_split() {
-    let open = |stay: f64| {
-        let mut cfg = config(20_000, false);
-        cfg.split.min_conflicts = 4;
-        cfg.split.min_stay_share = stay;
-        counters(cfg, 4)
+    let run = |stay: f64| {
+        let (db, t) = split_counters(20_000, 4, 4, |p| p.min_stay_share = stay);
+        let (split, decisions) = half_read_load(&db, t, 60);
+        let stats = db.phase_stats();
+        assert!(
+            decisions >= 60,
+            "only {decisions} decisions in 10 s: {stats:?}"
+        );
+        (split, decisions, stats)
     };
-    let (db, t) = open(SplitPolicy::default().min_stay_share);
-    let (split, decisions) = half_read_load(&db, t, 60);
-    let stats = db.phase_stats();
-    assert!(
-        decisions >= 60,
-        "only {decisions} decisions in 10 s: {stats:?}"
-    );
+    let (split, decisions, stats) = run(SplitPolicy::default().min_stay_share);
     assert!(
         split * 2 >= decisions,
         "the row was split in {split} of {decisions} decisions: {stats:?}"
     );
     assert!(stats.stashed > 0 && stats.slice_ops > 0, "{stats:?}");
-    let (db, t) = open(0.6);
-    let (split, decisions) = half_read_load(&db, t, 60);
-    let stats = db.phase_stats();
-    assert!(
-        decisions >= 60,
-        "only {decisions} decisions in 10 s: {stats:?}"
-    );
+    let (split, decisions, stats) = run(0.6);
     assert!(
         split * 4 < decisions,
         "with a stay share of 0.6 the row was split in {split} of {decisions} decisions: {stats:?}"
