@@ -164,6 +164,34 @@ fn a_read_of_split_data_is_stashed_and_runs_in_the_next_joined_phase() {
     assert_eq!(value(&db, t, 1, 0), 7);
 }
 
+/// An operation on a split group is applied to the slice even when the transaction already wrote
+/// another group of the same row (RUBiS's StoreBid when only some of an item's columns are split):
+/// only the written group is locked at commit, so nothing is stashed.
+#[test]
+fn writing_another_group_of_a_split_row_does_not_stash_its_operation() {
+    let (db, t) = counters(config(20_000, false), 4);
+    db.split(t, 0, 0, OpKind::Add);
+    let mut w = db.worker();
+    until_split(&mut w, t, 0);
+    w.set_stash_mode(true);
+    let before = w.stats().total().stashed;
+    w.execute(0, |tx| {
+        tx.add(t, 0, 1, 2)?;
+        tx.add(t, 0, 0, 1).map(|_| ())
+    })
+    .unwrap();
+    assert_eq!(w.stats().total().stashed, before);
+    w.set_stash_mode(false);
+    let increments = w.stats().total().committed as i64;
+    let seen = w
+        .execute(0, |tx| {
+            let r = tx.get(t, 0)?.expect("row");
+            Ok((r.i64(0), r.i64(1)))
+        })
+        .unwrap();
+    assert_eq!(seen, (increments, 2));
+}
+
 #[test]
 fn a_transaction_mixing_split_and_reconciled_records_commits_both() {
     let (db, t) = counters(config(5000, true), 4);

@@ -25,7 +25,7 @@ use crate::occ::silo_commit;
 use crate::phase::{self, PhaseWord};
 use crate::protocol::Protocol;
 use crate::splittable::{self, OpKind, SplitOp};
-use crate::state::{CommitCtx, SplitWrite, TxState};
+use crate::state::{CommitCtx, SplitWrite, TxState, WriteKind};
 use crate::tid::{ABSENT, SPLIT, TID_MASK, TidWord};
 
 pub use policy::SplitPolicy;
@@ -192,12 +192,17 @@ fn apply_split(
     col: usize,
     op: SplitOp<'_>,
 ) -> SplitApply {
-    if st.find_write(t, key).is_some() {
-        // The row was looked up when it was written: the read-modify-write finds it there, and a
-        // split record is stashed when the write is locked at commit.
-        return SplitApply::Reconciled;
+    let schema = db.table(t).schema();
+    let group = schema.column(col).group as u16;
+    if let Some(i) = st.find_write(t, key) {
+        // A write of this group (or of the whole row) holds the value the operation must apply
+        // to: the read-modify-write finds it there, and a split group is stashed when the write is
+        // locked at commit. A write of the row's other groups leaves this one to its slice.
+        let w = &st.writes[i];
+        if w.kind != WriteKind::Update || schema.groups_of(w.columns) & (1 << group) != 0 {
+            return SplitApply::Reconciled;
+        }
     }
-    let group = db.table(t).schema().column(col).group as u16;
     // SAFETY: the directory and entries change only at phase barriers, and this worker is in a
     // split phase.
     let Some(index) = unsafe { db.shared.directory() }.find(t, key, group) else {
