@@ -138,11 +138,10 @@ pub(crate) fn lock_writes<P: Protocol<Meta: TidMeta>>(
     patience: u32,
 ) -> TxResult<()> {
     for (w, entry) in st.writes.iter().enumerate() {
-        let groups = match entry.kind {
-            WriteKind::Update => db.table(entry.table).schema().groups_of(entry.columns),
-            WriteKind::Delete => db.table(entry.table).schema().all_groups(),
-            WriteKind::Insert | WriteKind::Cancelled => continue,
-        };
+        if matches!(entry.kind, WriteKind::Insert | WriteKind::Cancelled) {
+            continue;
+        }
+        let groups = entry.groups(db.table(entry.table).schema());
         let rec = entry.rec.expect("updates and deletes know their record");
         let mut m = groups;
         while m != 0 {

@@ -73,10 +73,7 @@ impl Protocol for NoCc {
             };
             st.writes[w].rec = Some(rec);
             let entry = &st.writes[w];
-            let groups = match entry.kind {
-                WriteKind::Update => table.schema().groups_of(entry.columns),
-                _ => table.schema().all_groups(),
-            };
+            let groups = entry.groups(table.schema());
             if entry.kind != WriteKind::Delete {
                 let n = table.schema().row_words();
                 rec.install_columns(

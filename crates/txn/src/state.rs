@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use phasedb_storage::{Guard, RecordPtr, TableId};
+use phasedb_storage::{Guard, RecordPtr, Schema, TableId};
 
 use crate::database::Database;
 use crate::protocol::Protocol;
@@ -51,6 +51,17 @@ pub struct WriteEntry<M> {
     /// An insert for which this commit linked a new placeholder, which it holds locked (set when
     /// the inserts are locked).
     pub placeholder: bool,
+}
+
+impl<M> WriteEntry<M> {
+    /// The column groups whose values this write decides: those of the written columns for an
+    /// update, the whole row otherwise.
+    pub fn groups(&self, schema: &Schema) -> u32 {
+        match self.kind {
+            WriteKind::Update => schema.groups_of(self.columns),
+            _ => schema.all_groups(),
+        }
+    }
 }
 
 /// A commutative operation on column `col` of write `write`, applied at install under the write lock

@@ -25,7 +25,7 @@ use crate::occ::silo_commit;
 use crate::phase::{self, PhaseWord};
 use crate::protocol::Protocol;
 use crate::splittable::{self, OpKind, SplitOp};
-use crate::state::{CommitCtx, SplitWrite, TxState, WriteKind};
+use crate::state::{CommitCtx, SplitWrite, TxState};
 use crate::tid::{ABSENT, SPLIT, TID_MASK, TidWord};
 
 pub use policy::SplitPolicy;
@@ -198,8 +198,7 @@ fn apply_split(
         // A write of this group (or of the whole row) holds the value the operation must apply
         // to: the read-modify-write finds it there, and a split group is stashed when the write is
         // locked at commit. A write of the row's other groups leaves this one to its slice.
-        let w = &st.writes[i];
-        if w.kind != WriteKind::Update || schema.groups_of(w.columns) & (1 << group) != 0 {
+        if st.writes[i].groups(schema) & (1 << group) != 0 {
             return SplitApply::Reconciled;
         }
     }
