@@ -270,3 +270,92 @@ fn runs_go_in_rounds_over_every_point() {
         "{md}"
     );
 }
+
+/// A sweep runs each run of a point in a process of its own, unless told `--in-process`; both give
+/// the same points, and the report says which way they ran.
+#[test]
+fn points_run_in_processes_of_their_own_unless_told_otherwise() {
+    let mut points = Vec::new();
+    for (flag, line) in [
+        (None, "one run per point, each run in a fresh process"),
+        (
+            Some("--in-process"),
+            "one run per point, all in one process (--in-process)",
+        ),
+    ] {
+        let dir = TempDir::new("placement");
+        let out_dir = dir.0.to_str().expect("utf-8 temp path");
+        let mut args = vec![
+            "experiment",
+            "granularity-ycsb",
+            "--quick",
+            "--threads-max",
+            "1",
+            "--protocols",
+            "occ",
+            "--out",
+            out_dir,
+        ];
+        args.extend(flag);
+        let (code, _, err) = phasedb(&args);
+        assert_eq!(code, 0, "stderr: {err}");
+        let md = std::fs::read_to_string(dir.0.join("granularity-ycsb.md")).expect("report");
+        assert!(md.contains(line), "{md}");
+        let csv = std::fs::read_to_string(dir.0.join("granularity-ycsb.csv")).expect("CSV");
+        let rows: Vec<(String, String, String, String)> = csv
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                let status = f.last().expect("a status column").to_string();
+                (f[0].into(), f[1].into(), f[2].into(), status)
+            })
+            .collect();
+        assert_eq!(rows.len(), 2, "{csv}");
+        assert!(rows.iter().all(|r| r.3 == "ok"), "{csv}");
+        points.push(rows);
+    }
+    assert_eq!(points[0], points[1]);
+}
+
+/// `--point N` is how a sweep starts a point's process: it runs that point once, prints its outcome
+/// on one line and writes no files; a point that does not exist is a clear error.
+#[test]
+fn a_point_process_prints_its_outcome_and_writes_nothing() {
+    let dir = TempDir::new("point");
+    let out = dir.0.join("out");
+    let out_dir = out.to_str().expect("utf-8 temp path");
+    let args = |point: &'static str| {
+        [
+            "experiment",
+            "granularity-ycsb",
+            "--quick",
+            "--threads-max",
+            "1",
+            "--protocols",
+            "occ",
+            "--out",
+            out_dir,
+            "--point",
+            point,
+        ]
+    };
+    let (code, stdout, err) = phasedb(&args("1"));
+    assert_eq!(code, 0, "stderr: {err}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    let outcome = lines[0]
+        .strip_prefix("phasedb-point {")
+        .expect("an outcome line");
+    assert!(outcome.contains("\"check\":null"), "{stdout}");
+    assert!(!outcome.contains("\"committed\":0,"), "{stdout}");
+    assert!(!out.exists(), "a point process writes no files");
+
+    let (code, stdout, err) = phasedb(&args("2"));
+    assert_eq!(code, 2);
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        err.contains("--point 2: granularity-ycsb has 2 points"),
+        "{err}"
+    );
+}

@@ -63,7 +63,7 @@ pub fn sweep<W: Workload>(s: &Settings, make: impl Fn(bool) -> W) -> Vec<Row> {
             }
         }
     }
-    sweep::run(s.name, points, s.runs)
+    sweep::run(s.name, points, s.runs, s.placement)
 }
 
 /// Lookups into the rows of a granularity sweep.

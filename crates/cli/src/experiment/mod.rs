@@ -10,6 +10,7 @@ mod granularity_tpcc;
 mod granularity_ycsb;
 mod list;
 mod plot;
+mod point_process;
 mod protocols;
 mod ramp_clients;
 mod ramp_ctp;
@@ -60,6 +61,13 @@ pub struct ExperimentArgs {
     /// Only these protocols, comma-separated (default: every protocol of this build).
     #[arg(long, value_delimiter = ',')]
     protocols: Option<Vec<String>>,
+    /// Run every point in this process instead of a fresh process per run of a point (quicker to
+    /// start; later points then run on the heap and page tables earlier points left).
+    #[arg(long)]
+    in_process: bool,
+    /// Run only point N, once, and print its outcome (how a sweep starts its point processes).
+    #[arg(long, hide = true)]
+    point: Option<usize>,
 }
 
 /// What an experiment produced: one row per point, how to plot them and the report.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::ExperimentArgs;
 use super::protocols::{self, Protocol};
+use super::sweep::Placement;
 use phasedb_dist::Algorithm;
 
 /// How to run an experiment: where to write, how long each point runs, which thread counts.
@@ -31,6 +32,8 @@ pub struct Settings {
     /// The distributed algorithms the cluster experiments may run (all unless `--protocols` names
     /// some of them).
     pub algorithms: Vec<Algorithm>,
+    /// Where the sweep runs its points.
+    pub placement: Placement,
     /// The machine's 1-minute load average when the run started (Linux), a hint of how much other
     /// processes competed for the cores.
     pub load_before: Option<f64>,
@@ -137,6 +140,11 @@ impl Settings {
             runs: args.runs,
             protocols,
             algorithms,
+            placement: match (args.point, args.in_process) {
+                (Some(i), _) => Placement::Point(i),
+                (None, true) => Placement::InProcess,
+                (None, false) => Placement::OwnProcess,
+            },
             load_before: load_average(),
         })
     }
@@ -169,15 +177,20 @@ impl Settings {
         )
     }
 
-    /// How a point's several runs are reduced to one, for [`Settings::point_line`].
+    /// Where a sweep runs its points and how a point's several runs are reduced to one, for
+    /// [`Settings::point_line`].
     pub fn median_runs(&self) -> String {
-        if self.runs > 1 {
+        let runs = if self.runs > 1 {
             format!(
                 "median throughput of {} runs per point, run in rounds over every point",
                 self.runs
             )
         } else {
             "one run per point".to_string()
+        };
+        match self.placement {
+            Placement::InProcess => format!("{runs}, all in one process (--in-process)"),
+            _ => format!("{runs}, each run in a fresh process"),
         }
     }
 

@@ -1,6 +1,6 @@
 //! A sweep: runs its points one after another, in rounds when a point runs more than once (so
-//! points compared in a report ran side by side), shows progress on stderr and collects one row per
-//! point.
+//! points compared in a report ran side by side), each run in a process of its own unless told
+//! otherwise, shows progress on stderr and collects one row per point.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -8,6 +8,7 @@ use std::time::Instant;
 use phasedb_txn::TypeStats;
 use phasedb_workloads::{BenchOptions, BenchResult, Workload};
 
+use super::point_process::{self, Outcome};
 use crate::bench::{ProtocolName, run_named};
 
 /// A finished benchmark run and the workload's settings.
@@ -36,7 +37,7 @@ pub fn measure<W: Workload>(
 }
 
 /// The numbers of one point.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Metrics {
     /// Committed transactions per second.
     pub throughput: f64,
@@ -139,16 +140,29 @@ impl Row {
     }
 }
 
+/// Where a sweep runs its points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Each run of a point in a fresh process of its own (the default), so no point inherits the
+    /// heap, page tables or caches of the points before it, as a `phasedb bench` run does not.
+    OwnProcess,
+    /// Every run in this process, one after another (`--in-process`).
+    InProcess,
+    /// This is a point process: it runs point N once, prints its outcome and exits (`--point N`,
+    /// which the sweep passes to its children).
+    Point(usize),
+}
+
 /// Whether a run counts: no transaction failed with an error and, unless `reference`, the
 /// workload's consistency check passed.
-fn judge(r: &BenchResult, m: &Metrics, reference: bool) -> Result<(), String> {
-    let failures = r.stats.total().failures;
+fn judge(o: &Outcome, reference: bool) -> Result<(), String> {
+    let (failures, m) = (o.failures, &o.metrics);
     if failures > 0 {
         return Err(format!(
             "{failures} transactions failed with an error (the protocol cannot run this workload)"
         ));
     }
-    if let Err(e) = &r.check
+    if let Err(e) = &o.check
         && !reference
     {
         return Err(format!("consistency check failed: {e}"));
@@ -183,14 +197,24 @@ fn eta(started: Instant, done: usize, total: usize) -> String {
 /// noisy neighbour), every point sees the drift alike, so the points a report compares stay
 /// comparable. A point whose protocol cannot run the workload is reported with that failing run and
 /// skips its later rounds; so do the points of its group that had not started yet.
-pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
+///
+/// In a point process (`Placement::Point`) it runs that one point, prints its outcome and ends
+/// the process.
+pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize, placement: Placement) -> Vec<Row> {
+    if let Placement::Point(i) = placement {
+        let Some(p) = points.get(i) else {
+            eprintln!("error: --point {i}: {name} has {} points", points.len());
+            std::process::exit(2);
+        };
+        println!("{}", Outcome::of(&(p.run)()).line());
+        std::process::exit(0);
+    }
     let runs = runs.max(1);
     let total = points.len() * runs;
     let started = Instant::now();
     let mut skipped: HashMap<String, String> = HashMap::new();
-    let mut done: Vec<Vec<(Measured, Metrics)>> = points.iter().map(|_| Vec::new()).collect();
-    let mut failed: Vec<Option<(Measured, Metrics, String)>> =
-        points.iter().map(|_| None).collect();
+    let mut done: Vec<Vec<Outcome>> = points.iter().map(|_| Vec::new()).collect();
+    let mut failed: Vec<Option<(Outcome, String)>> = points.iter().map(|_| None).collect();
     let mut step = 0;
     for round in 0..runs {
         for (i, p) in points.iter().enumerate() {
@@ -208,23 +232,32 @@ pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
                 continue;
             }
             eprintln!("[{step}/{total}] {name}: {what}{of}");
-            let measured = (p.run)();
-            let metrics = Metrics::of(&measured.result);
-            match judge(&measured.result, &metrics, p.reference) {
-                Ok(()) => {
+            let outcome = match placement {
+                Placement::InProcess => Ok(Outcome::of(&(p.run)())),
+                _ => point_process::run(i),
+            };
+            let judged = match outcome {
+                Ok(o) => match judge(&o, p.reference) {
+                    Ok(()) => Ok(o),
+                    Err(e) => Err((o, e)),
+                },
+                Err(e) => Err((Outcome::missing(&e), e)),
+            };
+            match judged {
+                Ok(o) => {
                     eprintln!(
                         "        {:.0} txn/s, {:.2}% aborts, p99 {:.0} µs{}",
-                        metrics.throughput,
-                        metrics.abort_rate * 100.0,
-                        metrics.p99_us,
+                        o.metrics.throughput,
+                        o.metrics.abort_rate * 100.0,
+                        o.metrics.p99_us,
                         eta(started, step, total)
                     );
-                    done[i].push((measured, metrics));
+                    done[i].push(o);
                 }
-                Err(e) => {
+                Err((o, e)) => {
                     eprintln!("        not applicable: {e}");
                     skipped.entry(p.group.clone()).or_insert_with(|| e.clone());
-                    failed[i] = Some((measured, metrics, e));
+                    failed[i] = Some((o, e));
                 }
             }
         }
@@ -234,8 +267,8 @@ pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
         let mut params = p.params.clone();
         params.extend(p.constants.iter().cloned());
         let mut rounds = Vec::new();
-        let (measured, metrics, applicable) = match failure {
-            Some((measured, metrics, e)) => (measured, metrics, Err(e)),
+        let (outcome, applicable) = match failure {
+            Some((o, e)) => (o, Err(e)),
             None if runs_done.is_empty() => {
                 let reason = skipped.get(&p.group).cloned().unwrap_or_default();
                 rows.push(Row {
@@ -250,12 +283,12 @@ pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
                 continue;
             }
             None => {
-                rounds = runs_done.iter().map(|d| d.1.throughput).collect();
-                runs_done.sort_by(|a, b| a.1.throughput.total_cmp(&b.1.throughput));
+                rounds = runs_done.iter().map(|o| o.metrics.throughput).collect();
+                runs_done.sort_by(|a, b| a.metrics.throughput.total_cmp(&b.metrics.throughput));
                 if runs_done.len() > 1 {
                     let each: Vec<String> = runs_done
                         .iter()
-                        .map(|d| format!("{:.0}", d.1.throughput))
+                        .map(|o| format!("{:.0}", o.metrics.throughput))
                         .collect();
                     eprintln!(
                         "{name}: {}: median of {} txn/s",
@@ -263,11 +296,10 @@ pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
                         each.join(", ")
                     );
                 }
-                let (measured, metrics) = runs_done.swap_remove(runs_done.len() / 2);
-                (measured, metrics, Ok(()))
+                (runs_done.swap_remove(runs_done.len() / 2), Ok(()))
             }
         };
-        for (k, v) in measured.settings {
+        for (k, v) in outcome.settings {
             if !params.iter().any(|(pk, _)| *pk == k) {
                 params.push((k, v));
             }
@@ -276,9 +308,9 @@ pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize) -> Vec<Row> {
             params,
             series: p.series,
             x: p.x,
-            metrics,
+            metrics: outcome.metrics,
             rounds,
-            check: match &measured.result.check {
+            check: match &outcome.check {
                 Ok(()) => "ok".into(),
                 Err(e) => e.clone(),
             },

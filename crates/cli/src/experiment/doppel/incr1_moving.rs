@@ -8,7 +8,7 @@ use phasedb_workloads::incr::{Incr, IncrConfig, KeyChoice};
 use super::super::claims::{Claim, Verdict};
 use super::super::sweep::{Metrics, Row};
 use super::super::{Artifacts, Settings};
-use super::{Finish, PHASE, common_setup, options, protocols};
+use super::{Finish, PHASE, options, protocols, run_setup};
 use crate::bench::run_named_observed;
 
 const PAPER: &str = "With 10% of transactions on one hot key whose identity changes every 5 s, \
@@ -156,7 +156,11 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
         tick * 1000.0,
         opts.duration.as_secs_f64()
     )];
-    setup.extend(common_setup(s, threads));
+    setup.extend(run_setup(
+        s,
+        threads,
+        "one run per protocol and hot share, in this process",
+    ));
     Ok(Finish {
         title: "incr1-moving: a hot key that moves",
         x_label: "seconds",

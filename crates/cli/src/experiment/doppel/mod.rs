@@ -114,7 +114,7 @@ pub fn point<'a>(
 
 /// Runs the points.
 pub fn sweep(s: &Settings, points: Vec<Point<'_>>) -> Vec<Row> {
-    sweep::run(s.name, points, s.runs)
+    sweep::run(s.name, points, s.runs, s.placement)
 }
 
 /// The rows of protocol `protocol` that ran, by x.
@@ -139,11 +139,16 @@ pub fn num(row: &Row, key: &str) -> Option<f64> {
     row.param(key)?.parse().ok()
 }
 
-/// The setup lines every Doppel report shares.
+/// The setup lines every Doppel sweep's report shares.
 pub fn common_setup(s: &Settings, threads: usize) -> Vec<String> {
+    run_setup(s, threads, &s.median_runs())
+}
+
+/// The setup lines of a Doppel report whose points ran as `runs` says.
+fn run_setup(s: &Settings, threads: usize, runs: &str) -> Vec<String> {
     vec![
         format!("{threads} worker threads on {}", s.machine()),
-        s.point_line(&s.median_runs()),
+        s.point_line(runs),
         format!(
             "a transaction is abandoned after {MAX_RETRIES} conflicting attempts; points run one \
              after another, so compared points ran side by side"
