@@ -15,6 +15,8 @@ struct Output {
     rows: Vec<Vec<String>>,
     report: String,
     stdout: String,
+    /// Progress and the nodes' messages, shown when an assertion on the counters fails.
+    stderr: String,
 }
 
 impl Output {
@@ -66,6 +68,7 @@ fn run_quick(name: &str) -> Output {
         rows,
         report: read("md"),
         stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
 
@@ -162,7 +165,7 @@ fn ramp_ctp_finishes_every_write_whose_commit_was_dropped() {
     assert_eq!(o.column("dropped_pct"), ["0", "1"]);
     assert_eq!(o.column("pending_after"), ["0", "0"]);
     assert_eq!(o.column("ctp_aborts"), ["0", "0"]);
-    assert_eq!(o.column("nodes_reporting"), ["2", "2"]);
+    assert_eq!(o.column("nodes_reporting"), ["2", "2"], "{}", o.stderr);
     let ctp: Vec<u64> = o
         .column("ctp_commits")
         .iter()

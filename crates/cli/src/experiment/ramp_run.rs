@@ -46,7 +46,7 @@ pub struct Point {
 /// What one run of a point measured.
 struct Run {
     report: BenchReport,
-    nodes: Vec<Option<ServerStats>>,
+    nodes: Vec<Result<ServerStats, String>>,
 }
 
 /// CTP timeout of the experiments' servers, short so dropped COMMITs finish within a point.
@@ -80,6 +80,11 @@ fn run_once(s: &Settings, p: &Point) -> Result<Run, String> {
         std::thread::sleep(CTP_SETTLE);
     }
     let nodes = cluster.stop_with_stats(Duration::from_secs(5));
+    for (id, n) in nodes.iter().enumerate() {
+        if let Err(e) = n {
+            eprintln!("        node {id} reported no counters: {e}");
+        }
+    }
     Ok(Run {
         report: report?,
         nodes,

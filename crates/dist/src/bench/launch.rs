@@ -98,14 +98,20 @@ impl ProcessCluster {
         self.shutdown(grace)
     }
 
-    /// Stops the nodes like [`ProcessCluster::stop`]; returns each node's final counters, `None`
-    /// for a node that did not exit cleanly.
-    pub fn stop_with_stats(mut self, grace: Duration) -> Vec<Option<ServerStats>> {
-        self.signal_and_wait(grace);
-        let stats = (0..self.config.nodes.len())
-            .map(|id| {
-                let text = std::fs::read_to_string(self.stats_path(id)).ok()?;
-                ServerStats::from_text(&text).ok()
+    /// Stops the nodes like [`ProcessCluster::stop`]; returns each node's final counters, or why
+    /// it has none (it did not exit cleanly, or its counters file is missing or malformed).
+    pub fn stop_with_stats(mut self, grace: Duration) -> Vec<Result<ServerStats, String>> {
+        let exits = self.signal_and_wait(grace);
+        let stats = exits
+            .into_iter()
+            .enumerate()
+            .map(|(id, exit)| {
+                exit?;
+                let path = self.stats_path(id);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("no counters in {}: {e}", path.display()))?;
+                ServerStats::from_text(&text)
+                    .map_err(|e| format!("malformed counters in {}: {e}", path.display()))
             })
             .collect();
         self.release();
@@ -117,7 +123,11 @@ impl ProcessCluster {
     }
 
     fn shutdown(&mut self, grace: Duration) -> usize {
-        let clean = self.signal_and_wait(grace);
+        let clean = self
+            .signal_and_wait(grace)
+            .iter()
+            .filter(|e| e.is_ok())
+            .count();
         self.release();
         clean
     }
@@ -128,9 +138,9 @@ impl ProcessCluster {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 
-    /// SIGTERM to every node still running, then waits up to `grace` and kills the rest; returns
-    /// how many exited cleanly.
-    fn signal_and_wait(&mut self, grace: Duration) -> usize {
+    /// SIGTERM to every node still running, then waits up to `grace` and kills the rest; returns,
+    /// for each node, whether it exited cleanly and if not how it ended.
+    fn signal_and_wait(&mut self, grace: Duration) -> Vec<Result<(), String>> {
         for c in &self.children {
             // SAFETY: kill(2) on a child we spawned and have not reaped; no memory is touched.
             unsafe {
@@ -138,33 +148,104 @@ impl ProcessCluster {
             }
         }
         let deadline = std::time::Instant::now() + grace;
-        let mut clean = 0;
+        let mut exits = Vec::with_capacity(self.children.len());
         for c in &mut self.children {
-            loop {
+            exits.push(loop {
                 match c.try_wait() {
-                    Ok(Some(status)) => {
-                        clean += status.success() as usize;
-                        break;
-                    }
+                    Ok(Some(status)) if status.success() => break Ok(()),
+                    Ok(Some(status)) => break Err(format!("it exited with {status}")),
                     Ok(None) if std::time::Instant::now() < deadline => {
                         std::thread::sleep(Duration::from_millis(10))
                     }
-                    _ => {
+                    Ok(None) => {
                         let _ = c.kill();
                         let _ = c.wait();
-                        break;
+                        break Err(format!(
+                            "it did not exit within {grace:?} of SIGTERM and was killed"
+                        ));
+                    }
+                    Err(e) => {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        break Err(format!("cannot wait for it: {e}"));
                     }
                 }
-            }
+            });
         }
-        clean
+        exits
     }
 }
 
-impl Drop for ProcessCluster {
-    fn drop(&mut self) {
-        if !self.children.is_empty() {
-            self.shutdown(Duration::from_secs(3));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cluster whose "nodes" are shell scripts, to see how each way of ending is reported.
+    fn scripted(scripts: &[&str]) -> ProcessCluster {
+        let addrs = free_addrs(scripts.len()).expect("free ports");
+        let config =
+            ClusterConfig::local(&addrs, ServerSettings::default(), NetSettings::default())
+                .expect("a local cluster");
+        let dir = std::env::temp_dir().join(format!(
+            "phasedb-launch-test-{}-{}",
+            std::process::id(),
+            addrs[0].port()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let children = scripts
+            .iter()
+            .map(|s| {
+                Command::new("sh")
+                    .args(["-c", s])
+                    .current_dir(&dir)
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .expect("sh")
+            })
+            .collect();
+        ProcessCluster {
+            config,
+            children,
+            dir,
         }
+    }
+
+    #[test]
+    fn a_node_without_counters_says_why() {
+        let mut cluster = scripted(&[
+            "exit 0",
+            "exit 3",
+            "trap '' TERM; : > ready; exec sleep 30",
+            "exit 0",
+            "exit 0",
+        ]);
+        let counters = ServerStats {
+            ctp_commits: 7,
+            ..ServerStats::default()
+        };
+        std::fs::write(cluster.stats_path(0), counters.to_text()).expect("write counters");
+        std::fs::write(cluster.stats_path(4), "not counters").expect("write counters");
+        // SIGTERM must find the scripts ended, or (the third) ignoring it.
+        for i in [0, 1, 3, 4] {
+            cluster.children[i].wait().expect("script ends");
+        }
+        while !cluster.dir.join("ready").exists() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let started = std::time::Instant::now();
+        let stats = cluster.stop_with_stats(Duration::from_millis(300));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(stats[0].as_ref().map(|s| s.ctp_commits), Ok(7));
+        let why: Vec<&str> = stats[1..]
+            .iter()
+            .map(|s| s.as_ref().expect_err("no counters").as_str())
+            .collect();
+        assert!(why[0].contains("exited with exit status: 3"), "{why:?}");
+        assert!(
+            why[1].contains("did not exit within 300ms of SIGTERM and was killed"),
+            "{why:?}"
+        );
+        assert!(why[2].starts_with("no counters in "), "{why:?}");
+        assert!(why[3].starts_with("malformed counters in "), "{why:?}");
     }
 }
