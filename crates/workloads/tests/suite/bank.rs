@@ -4,6 +4,7 @@
 //! The runs are timed, so a seed does not replay a run exactly, but it still fixes what each thread
 //! generates: a failure names the seed and `PHASEDB_SEED=<seed>` reruns with it.
 
+use crate::common;
 use std::time::Duration;
 
 use phasedb_txn::{
@@ -15,8 +16,6 @@ use phasedb_workloads::{BenchOptions, BenchResult, run_bench};
 
 const TRANSFER: usize = 0;
 const AUDIT: usize = 1;
-
-mod common;
 
 fn seed() -> u64 {
     common::seed_or(0x5eed_ba4c)

@@ -6,6 +6,7 @@
 //! Runs are timed, so a seed fixes what each thread generates but not the interleaving; a failure
 //! names the seed and `PHASEDB_SEED=<seed>` reruns with it.
 
+use crate::common;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -20,8 +21,6 @@ use phasedb_workloads::tpcc::{
     payment, random,
 };
 use phasedb_workloads::{BenchResult, Workload};
-
-mod common;
 
 fn seed() -> u64 {
     common::seed_or(0x7cc)

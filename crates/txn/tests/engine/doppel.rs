@@ -3,13 +3,11 @@
 //! changes identity, and phase changes while a transaction is running.
 //! A failure names the seed; `PHASEDB_SEED=<seed>` replays it.
 
-mod common;
-
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Mix, open_with, run_on, seeds};
+use crate::common::{Mix, open_with, run_on, seeds};
 use phasedb_check::check_serializable;
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{

@@ -5,6 +5,7 @@
 //! Runs are timed, so a seed fixes what each thread generates but not the interleaving; a failure
 //! names the seed and `PHASEDB_SEED=<seed>` reruns with it.
 
+use crate::common;
 use std::time::Duration;
 
 use phasedb_txn::{
@@ -17,8 +18,6 @@ use phasedb_workloads::rubis::{
     STORE_ITEM, TXN_TYPES,
 };
 use phasedb_workloads::{BenchOptions, BenchResult, Workload, run_bench};
-
-mod common;
 
 fn seed() -> u64 {
     common::seed_or(0x5ab15)

@@ -10,12 +10,10 @@
 //! The workloads have no scans: Elle's models have no predicates. A failure names the seed;
 //! `PHASEDB_SEED=<seed>` replays it.
 
-mod common;
-
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Barrier;
 
-use common::{Mix, open, run, seeds};
+use crate::common::{Mix, open, run, seeds};
 
 use adya::{Opts, Report, Valid, Workload};
 use phasedb_check::{

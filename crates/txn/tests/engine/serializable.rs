@@ -2,9 +2,7 @@
 //! inserts, deletes, scans and user aborts) recorded and judged by the serializability checker.
 //! A failure names the seed; `PHASEDB_SEED=<seed>` replays that seed.
 
-mod common;
-
-use common::{Mix, run, seeds};
+use crate::common::{Mix, run, seeds};
 use phasedb_check::{Anomaly, check_serializable};
 use phasedb_txn::{
     Adaptive, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking, TwoPlNoWait, TwoPlWaitDie,

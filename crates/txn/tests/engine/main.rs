@@ -1,0 +1,11 @@
+//! The transaction engine's integration tests, in one binary: the protocols' generic code is
+//! compiled once for all of them rather than once per test file.
+
+mod api;
+mod common;
+mod commute;
+mod doppel;
+mod elle;
+mod reclaim;
+mod serializable;
+mod upgrade;
