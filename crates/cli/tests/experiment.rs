@@ -111,6 +111,12 @@ fn unknown_and_unavailable_names_fail_with_a_hint() {
     let (code, _, err) = phasedb(&["experiment", "granularity-ycsb", "--threads-max", "0"]);
     assert_eq!(code, 2);
     assert!(err.contains("--threads-max"), "{err}");
+    let (code, _, err) = phasedb(&["experiment", "ramp-ctp", "--in-process"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("ramp-ctp runs each point on a cluster of phasedb node processes"),
+        "{err}"
+    );
 }
 
 /// Runs `name --quick` up to `threads` threads (on `protocols`, or every protocol if empty) and

@@ -84,6 +84,12 @@ impl Settings {
         let all = protocols::all();
         // The cluster experiments compare distributed algorithms; the others, single-node protocols.
         let cluster = name.starts_with("ramp-");
+        if cluster && (args.in_process || args.point.is_some()) {
+            return Err(format!(
+                "--in-process and --point are for single-node experiments; {name} runs each \
+                 point on a cluster of phasedb node processes"
+            ));
+        }
         let (mut protocols, mut algorithms) = (all.clone(), Algorithm::ALL.to_vec());
         if let Some(names) = &args.protocols {
             let unknown = |n: &str, known: Vec<&str>| {
