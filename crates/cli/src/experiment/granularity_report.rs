@@ -206,7 +206,7 @@ pub fn common_setup(s: &Settings) -> Vec<String> {
         ),
         s.point_line(&format!(
             "{}; for each thread count and protocol, coarse and fine ran back to back",
-            s.median_runs()
+            s.sweep_runs()
         )),
         format!(
             "a transaction is abandoned after {MAX_RETRIES} conflicting attempts; a protocol whose \

@@ -185,7 +185,7 @@ impl Settings {
 
     /// Where a sweep runs its points and how a point's several runs are reduced to one, for
     /// [`Settings::point_line`].
-    pub fn median_runs(&self) -> String {
+    pub fn sweep_runs(&self) -> String {
         let runs = if self.runs > 1 {
             format!(
                 "median throughput of {} runs per point, run in rounds over every point",

@@ -199,7 +199,7 @@ fn eta(started: Instant, done: usize, total: usize) -> String {
 /// skips its later rounds; so do the points of its group that had not started yet.
 ///
 /// In a point process (`Placement::Point`) it runs that one point, prints its outcome and ends
-/// the process.
+/// the process; so an experiment runs at most one sweep, whose point N the child finds by index.
 pub fn run(name: &str, points: Vec<Point<'_>>, runs: usize, placement: Placement) -> Vec<Row> {
     if let Placement::Point(i) = placement {
         let Some(p) = points.get(i) else {

@@ -141,7 +141,7 @@ pub fn num(row: &Row, key: &str) -> Option<f64> {
 
 /// The setup lines every Doppel sweep's report shares.
 pub fn common_setup(s: &Settings, threads: usize) -> Vec<String> {
-    run_setup(s, threads, &s.median_runs())
+    run_setup(s, threads, &s.sweep_runs())
 }
 
 /// The setup lines of a Doppel report whose points ran as `runs` says.
