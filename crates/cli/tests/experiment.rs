@@ -47,6 +47,24 @@ fn phasedb(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `granularity-ycsb --quick` on OCC with one thread, writing into `out_dir`, plus `extra` flags:
+/// the smallest sweep, two points.
+fn quick_occ_sweep(out_dir: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec![
+        "experiment",
+        "granularity-ycsb",
+        "--quick",
+        "--threads-max",
+        "1",
+        "--protocols",
+        "occ",
+        "--out",
+        out_dir,
+    ];
+    args.extend(extra);
+    phasedb(&args)
+}
+
 /// Names in the first column of the tables of `EXPERIMENTS.md`, if the shared folder is there.
 fn names_in_shared_doc() -> Option<Vec<String>> {
     let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/EXPERIMENTS.md");
@@ -240,20 +258,7 @@ fn granularity_tpcc_quick_writes_csv_svg_and_report() {
 fn runs_go_in_rounds_over_every_point() {
     let dir = TempDir::new("rounds");
     let out_dir = dir.0.to_str().expect("utf-8 temp path");
-    let args = [
-        "experiment",
-        "granularity-ycsb",
-        "--quick",
-        "--threads-max",
-        "1",
-        "--protocols",
-        "occ",
-        "--runs",
-        "2",
-        "--out",
-        out_dir,
-    ];
-    let (code, _, err) = phasedb(&args);
+    let (code, _, err) = quick_occ_sweep(out_dir, &["--runs", "2"]);
     assert_eq!(code, 0, "stderr: {err}");
     let runs: Vec<&str> = err
         .lines()
@@ -291,19 +296,7 @@ fn points_run_in_processes_of_their_own_unless_told_otherwise() {
     ] {
         let dir = TempDir::new("placement");
         let out_dir = dir.0.to_str().expect("utf-8 temp path");
-        let mut args = vec![
-            "experiment",
-            "granularity-ycsb",
-            "--quick",
-            "--threads-max",
-            "1",
-            "--protocols",
-            "occ",
-            "--out",
-            out_dir,
-        ];
-        args.extend(flag);
-        let (code, _, err) = phasedb(&args);
+        let (code, _, err) = quick_occ_sweep(out_dir, flag.as_slice());
         assert_eq!(code, 0, "stderr: {err}");
         let md = std::fs::read_to_string(dir.0.join("granularity-ycsb.md")).expect("report");
         assert!(md.contains(line), "{md}");
@@ -331,22 +324,7 @@ fn a_point_process_prints_its_outcome_and_writes_nothing() {
     let dir = TempDir::new("point");
     let out = dir.0.join("out");
     let out_dir = out.to_str().expect("utf-8 temp path");
-    let args = |point: &'static str| {
-        [
-            "experiment",
-            "granularity-ycsb",
-            "--quick",
-            "--threads-max",
-            "1",
-            "--protocols",
-            "occ",
-            "--out",
-            out_dir,
-            "--point",
-            point,
-        ]
-    };
-    let (code, stdout, err) = phasedb(&args("1"));
+    let (code, stdout, err) = quick_occ_sweep(out_dir, &["--point", "1"]);
     assert_eq!(code, 0, "stderr: {err}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 1, "{stdout}");
@@ -357,7 +335,7 @@ fn a_point_process_prints_its_outcome_and_writes_nothing() {
     assert!(!outcome.contains("\"committed\":0,"), "{stdout}");
     assert!(!out.exists(), "a point process writes no files");
 
-    let (code, stdout, err) = phasedb(&args("2"));
+    let (code, stdout, err) = quick_occ_sweep(out_dir, &["--point", "2"]);
     assert_eq!(code, 2);
     assert!(stdout.is_empty(), "{stdout}");
     assert!(
