@@ -141,10 +141,13 @@ impl ProcessCluster {
     /// SIGTERM to every node still running, then waits up to `grace` and kills the rest; returns,
     /// for each node, whether it exited cleanly and if not how it ended.
     fn signal_and_wait(&mut self, grace: Duration) -> Vec<Result<(), String>> {
-        for c in &self.children {
-            // SAFETY: kill(2) on a child we spawned and have not reaped; no memory is touched.
-            unsafe {
-                libc::kill(c.id() as libc::pid_t, libc::SIGTERM);
+        for c in &mut self.children {
+            // A child already reaped may have had its pid given to another process.
+            if matches!(c.try_wait(), Ok(None)) {
+                // SAFETY: kill(2) on a child we spawned and have not reaped; no memory is touched.
+                unsafe {
+                    libc::kill(c.id() as libc::pid_t, libc::SIGTERM);
+                }
             }
         }
         let deadline = std::time::Instant::now() + grace;
