@@ -28,6 +28,19 @@ enum Command {
     Node(cluster::node::NodeArgs),
 }
 
+/// The path that starts another process of this very program, for point processes and cluster
+/// nodes: on Linux `/proc/self/exe`, which still names this build after the file it was started
+/// from is rebuilt or removed (so a long experiment never mixes builds, nor fails half-way because
+/// `cargo build` replaced the binary); elsewhere the path it was started from.
+pub(crate) fn this_program() -> std::io::Result<std::path::PathBuf> {
+    let own = std::path::Path::new("/proc/self/exe");
+    if cfg!(target_os = "linux") && own.exists() {
+        Ok(own.to_path_buf())
+    } else {
+        std::env::current_exe()
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
     let code = match cli.command {

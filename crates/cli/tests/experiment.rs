@@ -343,3 +343,40 @@ fn a_point_process_prints_its_outcome_and_writes_nothing() {
         "{err}"
     );
 }
+
+/// A sweep's point processes run the build the experiment started with, even once its binary is
+/// gone (rebuilt or removed while a long experiment runs).
+#[test]
+fn point_processes_run_the_build_that_started_even_when_its_file_is_gone() {
+    let dir = TempDir::new("gone");
+    std::fs::create_dir_all(&dir.0).expect("temp dir");
+    let copy = dir.0.join("phasedb-copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_phasedb"), &copy).expect("copy the binary");
+    let out = dir.0.join("out");
+    let child = Command::new(&copy)
+        .args([
+            "experiment",
+            "granularity-ycsb",
+            "--quick",
+            "--threads-max",
+            "1",
+            "--protocols",
+            "occ",
+            "--runs",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the copy");
+    std::fs::remove_file(&copy).expect("remove the copy");
+    let done = child.wait_with_output().expect("wait for the experiment");
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{err}");
+    let csv = std::fs::read_to_string(out.join("granularity-ycsb.csv")).expect("CSV");
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{csv}");
+    assert!(rows.iter().all(|r| r.ends_with(",ok")), "{csv}\n{err}");
+}

@@ -136,7 +136,7 @@ pub fn run(args: &ClusterArgs, c: &Common, shape: Shape) -> i32 {
             Err(e) => return fail(e),
         },
         (None, Some(n)) => {
-            let binary = match std::env::current_exe() {
+            let binary = match crate::this_program() {
                 Ok(b) => b,
                 Err(e) => return fail(format!("cannot find the phasedb binary: {e}")),
             };

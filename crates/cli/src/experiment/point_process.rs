@@ -109,7 +109,7 @@ impl Outcome {
 /// Runs point `index` once in a fresh process of this program (this process's arguments plus
 /// `--point index`) and returns its outcome; its stderr is this process's.
 pub fn run(index: usize) -> Result<Outcome, String> {
-    let exe = std::env::current_exe()
+    let exe = crate::this_program()
         .map_err(|e| format!("cannot find this program to start the point's process: {e}"))?;
     let out = Command::new(exe)
         .args(std::env::args_os().skip(1))

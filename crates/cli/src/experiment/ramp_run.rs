@@ -55,7 +55,7 @@ pub const CTP_TIMEOUT_MS: u64 = 200;
 const CTP_SETTLE: Duration = Duration::from_millis(8 * CTP_TIMEOUT_MS);
 
 fn run_once(s: &Settings, p: &Point) -> Result<Run, String> {
-    let binary = std::env::current_exe().map_err(|e| format!("cannot find phasedb: {e}"))?;
+    let binary = crate::this_program().map_err(|e| format!("cannot find phasedb: {e}"))?;
     let server = ServerSettings {
         ctp_timeout_ms: CTP_TIMEOUT_MS,
         ..ServerSettings::default()
