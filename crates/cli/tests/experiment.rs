@@ -47,20 +47,21 @@ fn phasedb(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// `granularity-ycsb --quick` on OCC with one thread, writing into `out_dir`, plus `extra` flags:
-/// the smallest sweep, two points.
+/// `granularity-ycsb --quick` on OCC with one thread: the smallest sweep, two points.
+const QUICK_OCC: [&str; 7] = [
+    "experiment",
+    "granularity-ycsb",
+    "--quick",
+    "--threads-max",
+    "1",
+    "--protocols",
+    "occ",
+];
+
+/// Runs [`QUICK_OCC`] writing into `out_dir`, plus `extra` flags.
 fn quick_occ_sweep(out_dir: &str, extra: &[&str]) -> (i32, String, String) {
-    let mut args = vec![
-        "experiment",
-        "granularity-ycsb",
-        "--quick",
-        "--threads-max",
-        "1",
-        "--protocols",
-        "occ",
-        "--out",
-        out_dir,
-    ];
+    let mut args = QUICK_OCC.to_vec();
+    args.extend(["--out", out_dir]);
     args.extend(extra);
     phasedb(&args)
 }
@@ -354,18 +355,8 @@ fn point_processes_run_the_build_that_started_even_when_its_file_is_gone() {
     std::fs::copy(env!("CARGO_BIN_EXE_phasedb"), &copy).expect("copy the binary");
     let out = dir.0.join("out");
     let child = Command::new(&copy)
-        .args([
-            "experiment",
-            "granularity-ycsb",
-            "--quick",
-            "--threads-max",
-            "1",
-            "--protocols",
-            "occ",
-            "--runs",
-            "2",
-            "--out",
-        ])
+        .args(QUICK_OCC)
+        .args(["--runs", "2", "--out"])
         .arg(&out)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
