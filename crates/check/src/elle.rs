@@ -10,8 +10,9 @@
 //! Reads come before writes inside each transaction, matching the recording
 //! rule that reads only see the store, never the transaction's own writes.
 
-use crate::history::{History, Item, TxnEvent, Version};
+use crate::history::{History, Item, ReadEvent, TxnEvent, Version};
 use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 
 /// Largest table id that gets a compact register key.
@@ -57,6 +58,45 @@ pub fn to_elle_edn(h: &History) -> String {
             out.push(']');
         }
     })
+}
+
+/// `h` plus a last read-only transaction (one worker past the others) that reads the newest
+/// version of every item: the highest version of an item that no write replaced, or 0 for an item
+/// only ever read. The list-append export shows an item's whole version order only to a read of
+/// its head, so checkers that take that export (Elle, the adya crate) need this observer; it
+/// writes nothing, so it gains only incoming edges and cannot create or break a cycle.
+pub fn with_observer(h: &History) -> History {
+    let replaced: HashSet<_> = h
+        .txns
+        .iter()
+        .flat_map(|t| &t.writes)
+        .map(|w| (w.item, w.prev))
+        .collect();
+    let mut heads = BTreeMap::new();
+    for t in &h.txns {
+        for r in &t.reads {
+            heads.entry(r.item).or_insert(0);
+        }
+        for w in &t.writes {
+            if !replaced.contains(&(w.item, w.version)) {
+                let head = heads.entry(w.item).or_insert(0);
+                *head = (*head).max(w.version);
+            }
+        }
+    }
+    let mut out = h.clone();
+    out.push(TxnEvent {
+        id: h.txns.iter().map(|t| t.id).max().unwrap_or(0) + 1,
+        worker: h.txns.iter().map(|t| t.worker).max().unwrap_or(0) + 1,
+        split_ops: Vec::new(),
+        merges: Vec::new(),
+        reads: heads
+            .into_iter()
+            .map(|(item, version)| ReadEvent { item, version })
+            .collect(),
+        writes: Vec::new(),
+    });
+    out
 }
 
 /// The history as an Elle list-append history: each write appends its

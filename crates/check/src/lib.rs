@@ -15,7 +15,7 @@ pub mod read_atomic;
 pub mod serializability;
 
 pub use anomaly::{Anomaly, Cycle, CycleEdge, EdgeKind};
-pub use elle::{elle_key, to_elle_edn, to_elle_list_append_edn};
+pub use elle::{elle_key, to_elle_edn, to_elle_list_append_edn, with_observer};
 pub use history::{
     History, Item, MergeEvent, ReadEvent, SplitOpEvent, TxnEvent, Version, WriteEvent, WriteKind,
 };

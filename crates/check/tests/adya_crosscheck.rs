@@ -5,7 +5,7 @@
 //! orders transactions by worker, which is not a real-time order).
 //!
 //! The list-append form carries the exact version order only when some
-//! read observes the whole chain, so [`with_observer`] adds a read-only
+//! read observes the whole chain, so `phasedb_check::with_observer` adds a read-only
 //! transaction that reads the newest version of every item. It writes
 //! nothing, so it gains only incoming edges and cannot create or break a
 //! cycle.
@@ -22,43 +22,9 @@ use adya::{Opts, Report, Valid, Workload};
 use common::cases::{lost_update, read_skew, three_cycle, write_skew};
 use common::{Rng, prev_map, random_ops, shuffle, simulate, txn};
 use phasedb_check::{
-    History, ReadEvent, check_serializable, elle_key, to_elle_edn, to_elle_list_append_edn,
+    History, check_serializable, elle_key, to_elle_edn, to_elle_list_append_edn, with_observer,
 };
 use proptest::prelude::*;
-use std::collections::{BTreeMap, HashSet};
-
-/// `h` plus a read-only transaction reading the newest version of every
-/// item (the highest-numbered version nobody replaced).
-fn with_observer(h: &History) -> History {
-    let replaced: HashSet<_> = h
-        .txns
-        .iter()
-        .flat_map(|t| &t.writes)
-        .map(|w| (w.item, w.prev))
-        .collect();
-    let mut heads = BTreeMap::new();
-    for t in &h.txns {
-        for r in &t.reads {
-            heads.entry(r.item).or_insert(0);
-        }
-        for w in &t.writes {
-            if !replaced.contains(&(w.item, w.version)) {
-                let head = heads.entry(w.item).or_insert(0);
-                *head = (*head).max(w.version);
-            }
-        }
-    }
-    let id = h.txns.iter().map(|t| t.id).max().unwrap_or(0) + 1;
-    let mut observer = txn(id, Vec::new(), Vec::new());
-    observer.worker = h.txns.iter().map(|t| t.worker).max().unwrap_or(0) + 1;
-    observer.reads = heads
-        .into_iter()
-        .map(|(item, version)| ReadEvent { item, version })
-        .collect();
-    let mut out = h.clone();
-    out.push(observer);
-    out
-}
 
 fn serializable() -> Opts {
     Opts {

@@ -10,54 +10,17 @@
 //! The workloads have no scans: Elle's models have no predicates. A failure names the seed;
 //! `PHASEDB_SEED=<seed>` replays it.
 
-use std::collections::{BTreeMap, HashSet};
 use std::sync::Barrier;
 
 use crate::common::{Mix, open, run, seeds};
 
 use adya::{Opts, Report, Valid, Workload};
 use phasedb_check::{
-    History, ReadEvent, TxnEvent, check_serializable, to_elle_edn, to_elle_list_append_edn,
+    History, check_serializable, to_elle_edn, to_elle_list_append_edn, with_observer,
 };
 use phasedb_txn::{NoCc, Occ, columns};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
-
-/// `h` plus a read-only transaction that reads the newest version of every item: for each item, the
-/// highest version that no other write replaced (0 for items only ever read).
-fn with_observer(h: &History) -> History {
-    let replaced: HashSet<_> = h
-        .txns
-        .iter()
-        .flat_map(|t| &t.writes)
-        .map(|w| (w.item, w.prev))
-        .collect();
-    let mut heads = BTreeMap::new();
-    for t in &h.txns {
-        for r in &t.reads {
-            heads.entry(r.item).or_insert(0);
-        }
-        for w in &t.writes {
-            let head = heads.entry(w.item).or_insert(0);
-            if !replaced.contains(&(w.item, w.version)) {
-                *head = (*head).max(w.version);
-            }
-        }
-    }
-    let mut out = h.clone();
-    out.push(TxnEvent {
-        id: h.txns.iter().map(|t| t.id).max().unwrap_or(0) + 1,
-        worker: h.txns.iter().map(|t| t.worker).max().unwrap_or(0) + 1,
-        split_ops: Vec::new(),
-        merges: Vec::new(),
-        reads: heads
-            .into_iter()
-            .map(|(item, version)| ReadEvent { item, version })
-            .collect(),
-        writes: Vec::new(),
-    });
-    out
-}
 
 fn serializable() -> Opts {
     Opts {
