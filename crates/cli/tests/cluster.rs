@@ -69,6 +69,31 @@ fn a_bad_cluster_file_is_refused_before_the_node_starts() {
 }
 
 #[test]
+fn a_listen_fd_that_is_not_a_listening_socket_is_refused() {
+    let dir = TempDir::new("cli-cluster-listen-fd");
+    let path = temp_file(
+        &dir,
+        "one.toml",
+        &format!("[[nodes]]\nid = 0\naddr = \"127.0.0.1:{}\"\n", free_port()),
+    );
+    for (fd, why) in [
+        ("999", "file descriptor 999 is not open"),
+        ("0", "file descriptor 0 is not a socket"),
+    ] {
+        let out = phasedb()
+            .args(["node", "--config"])
+            .arg(&path)
+            .args(["--id", "0", "--listen-fd", fd])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("error: --listen-fd: {why}")), "{err}");
+    }
+}
+
+#[test]
 fn a_node_serves_until_sigterm_and_then_exits_cleanly() {
     let port = free_port();
     let dir = TempDir::new("cli-cluster-serve");

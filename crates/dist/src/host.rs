@@ -40,6 +40,44 @@ pub fn pin_to_core(n: usize) -> Result<usize, String> {
     }
 }
 
+/// Takes over the listening TCP socket this process inherited as file descriptor `fd` (a node
+/// started by [`crate::bench::launch::ProcessCluster`] serves on the port its parent reserved, so
+/// the port is never free between choosing it and serving on it). Call it once per descriptor.
+pub fn inherited_listener(fd: i32) -> Result<std::net::TcpListener, String> {
+    use std::os::fd::FromRawFd;
+    let int_option = |level, name| {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt(2) writes at most `len` bytes into `value`, an int we own.
+        let r = unsafe { libc::getsockopt(fd, level, name, (&raw mut value).cast(), &raw mut len) };
+        (r == 0).then_some(value)
+    };
+    // SAFETY: F_GETFD only reads the descriptor's flags.
+    if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+        return Err(format!("file descriptor {fd} is not open"));
+    }
+    match int_option(libc::SOL_SOCKET, libc::SO_TYPE) {
+        None => return Err(format!("file descriptor {fd} is not a socket")),
+        Some(t) if t != libc::SOCK_STREAM => {
+            return Err(format!("file descriptor {fd} is not a TCP socket"));
+        }
+        Some(_) => {}
+    }
+    if int_option(libc::SOL_SOCKET, libc::SO_ACCEPTCONN) != Some(1) {
+        return Err(format!("socket {fd} is not listening"));
+    }
+    // SAFETY: `fd` is an open listening socket that nothing else in this process owns (it was
+    // inherited for this one use); F_SETFD keeps it from processes this one starts.
+    let listener = unsafe {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        std::net::TcpListener::from_raw_fd(fd)
+    };
+    listener
+        .local_addr()
+        .map_err(|e| format!("socket {fd} has no address: {e}"))?;
+    Ok(listener)
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     /// The line of `/proc/thread-self/status` that starts with `field`, without the field name.
@@ -68,5 +106,46 @@ mod tests {
     fn huge_pages_turn_off_for_the_whole_process() {
         super::disable_huge_pages().expect("prctl");
         assert_eq!(status("THP_enabled:"), "0");
+    }
+
+    #[test]
+    fn only_an_open_listening_tcp_socket_is_taken_over() {
+        use super::inherited_listener;
+        use std::os::fd::{AsRawFd, IntoRawFd};
+        assert_eq!(
+            inherited_listener(i32::MAX).unwrap_err(),
+            format!("file descriptor {} is not open", i32::MAX)
+        );
+        let file = std::fs::File::open("/proc/self/status").expect("procfs");
+        let fd = file.as_raw_fd();
+        assert_eq!(
+            inherited_listener(fd).unwrap_err(),
+            format!("file descriptor {fd} is not a socket")
+        );
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+        let fd = udp.as_raw_fd();
+        assert_eq!(
+            inherited_listener(fd).unwrap_err(),
+            format!("file descriptor {fd} is not a TCP socket")
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let client = std::net::TcpStream::connect(addr).expect("connect");
+        let fd = client.as_raw_fd();
+        assert_eq!(
+            inherited_listener(fd).unwrap_err(),
+            format!("socket {fd} is not listening")
+        );
+        let taken = inherited_listener(listener.into_raw_fd()).expect("a listening socket");
+        assert_eq!(taken.local_addr().expect("address"), addr);
+        drop(client);
+        std::net::TcpStream::connect(addr).expect("it still accepts");
+        // SAFETY: F_GETFD only reads the flags of a descriptor this test owns.
+        let flags = unsafe { libc::fcntl(taken.as_raw_fd(), libc::F_GETFD) };
+        assert_eq!(
+            flags & libc::FD_CLOEXEC,
+            libc::FD_CLOEXEC,
+            "not passed on further"
+        );
     }
 }

@@ -141,10 +141,13 @@ impl Node for ServerNode {
 }
 
 /// Serves node `id` of `cfg` over TCP until `shutdown` completes; returns the server's final counters.
-/// Must run inside a tokio runtime.
+/// `listener`, if given, is a socket already listening on the node's address (reserved by whoever
+/// started the node, so no other process could take the port meanwhile); otherwise the node binds
+/// the address itself. Must run inside a tokio runtime.
 pub async fn serve(
     cfg: &ClusterConfig,
     id: Addr,
+    listener: Option<std::net::TcpListener>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<ServerStats> {
     let me = cfg.node(id).ok_or_else(|| {
@@ -153,9 +156,22 @@ pub async fn serve(
             format!("node {id} is not in the cluster file"),
         )
     })?;
+    if let Some(l) = &listener {
+        let at = l.local_addr()?;
+        if at != me.addr {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the listening socket is at {at}, but the cluster file puts node {id} at {}",
+                    me.addr
+                ),
+            ));
+        }
+    }
     let mut node = ServerNode::new(id, cfg.server, Router::new(cfg));
     let mut opts = TcpOptions::new(id, cfg.peer_addrs());
     opts.listen = Some(me.addr);
+    opts.listener = listener;
     opts.delay = cfg.delay();
     opts.poll = cfg.poll();
     opts.tick = std::time::Duration::from_millis(cfg.server.tick_ms);
@@ -171,47 +187,58 @@ pub struct LocalCluster {
 }
 
 impl LocalCluster {
-    /// Starts the nodes; returns once every one listens.
+    /// Starts the nodes, each binding its address first (an address in use is an error at once).
     pub fn start(cfg: &ClusterConfig) -> std::io::Result<LocalCluster> {
+        let listeners = cfg
+            .nodes
+            .iter()
+            .map(|n| {
+                std::net::TcpListener::bind(n.addr).map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("node {} cannot bind {}: {e}", n.id, n.addr),
+                    )
+                })
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        LocalCluster::start_on(cfg, listeners)
+    }
+
+    /// Starts the nodes on sockets already listening at their addresses, one per node in the
+    /// cluster file's order (see [`crate::bench::launch::reserve_ports`]).
+    pub fn start_on(
+        cfg: &ClusterConfig,
+        listeners: Vec<std::net::TcpListener>,
+    ) -> std::io::Result<LocalCluster> {
+        if listeners.len() != cfg.nodes.len() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} listening sockets for {} nodes",
+                    listeners.len(),
+                    cfg.nodes.len()
+                ),
+            ));
+        }
         let (stop, rx) = tokio::sync::watch::channel(false);
         let mut threads = Vec::new();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        for n in &cfg.nodes {
+        for (n, listener) in cfg.nodes.iter().zip(listeners) {
             let cfg = cfg.clone();
             let id = n.id;
             let rx = rx.clone();
-            let ready = ready_tx.clone();
             threads.push(std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
+                tokio::runtime::Builder::new_current_thread()
                     .enable_all()
-                    .build()?;
-                rt.block_on(async {
-                    let addr = cfg.node(id).expect("node exists").addr;
-                    match tokio::net::TcpListener::bind(addr).await {
-                        Ok(l) => drop(l),
-                        Err(e) => {
-                            let _ = ready.send(Err(e.to_string()));
-                            return Err(e);
-                        }
-                    }
-                    let _ = ready.send(Ok(()));
-                    serve(&cfg, id, phasedb_net::tcp::wait_for(rx)).await
-                })
+                    .build()?
+                    .block_on(serve(
+                        &cfg,
+                        id,
+                        Some(listener),
+                        phasedb_net::tcp::wait_for(rx),
+                    ))
             }));
         }
-        drop(ready_tx);
-        let cluster = LocalCluster { stop, threads };
-        for _ in 0..cfg.nodes.len() {
-            match ready_rx.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(std::io::Error::other(e)),
-                Err(_) => return Err(std::io::Error::other("a node thread died while starting")),
-            }
-        }
-        for n in &cfg.nodes {
-            wait_listening(n.addr, std::time::Duration::from_secs(10))?;
-        }
-        Ok(cluster)
+        Ok(LocalCluster { stop, threads })
     }
 
     /// Stops every node and returns their final counters.

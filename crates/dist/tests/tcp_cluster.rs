@@ -12,10 +12,11 @@ use phasedb_net::ClusterConfig;
 use phasedb_net::config::{NetSettings, ServerSettings};
 
 fn cluster(n: usize) -> (ClusterConfig, LocalCluster) {
-    let addrs = bench::launch::free_addrs(n).unwrap();
+    let ports = bench::launch::reserve_ports(n).unwrap();
+    let addrs = bench::launch::addrs_of(&ports).unwrap();
     let cfg =
         ClusterConfig::local(&addrs, ServerSettings::default(), NetSettings::default()).unwrap();
-    let nodes = LocalCluster::start(&cfg).unwrap();
+    let nodes = LocalCluster::start_on(&cfg, ports).unwrap();
     (cfg, nodes)
 }
 
@@ -92,6 +93,44 @@ fn the_client_library_writes_and_reads_atomically_directly_and_through_a_proxy()
     }
     let stats = nodes.stop();
     assert!(stats.iter().all(|s| s.is_ok()), "nodes shut down cleanly");
+}
+
+#[test]
+fn a_node_serves_only_on_a_socket_at_its_own_address() {
+    let ports = bench::launch::reserve_ports(2).unwrap();
+    let addrs = bench::launch::addrs_of(&ports).unwrap();
+    let cfg = ClusterConfig::local(
+        &addrs[..1],
+        ServerSettings::default(),
+        NetSettings::default(),
+    )
+    .unwrap();
+    let mut ports = ports.into_iter();
+    let (own, other) = (ports.next().unwrap(), ports.next().unwrap());
+    let stats = LocalCluster::start_on(&cfg, vec![other]).unwrap().stop();
+    let err = stats[0].as_ref().unwrap_err().to_string();
+    assert!(
+        err.contains(&format!(
+            "the listening socket is at {}, but the cluster file puts node 0 at {}",
+            addrs[1], addrs[0]
+        )),
+        "{err}"
+    );
+    let err = LocalCluster::start_on(&cfg, vec![]).err().unwrap();
+    assert!(
+        err.to_string().contains("0 listening sockets for 1 nodes"),
+        "{err}"
+    );
+    // `own` still holds node 0's port: a node that binds it fails at once.
+    let err = LocalCluster::start(&cfg).err().unwrap();
+    assert!(
+        err.to_string()
+            .contains(&format!("node 0 cannot bind {}", addrs[0])),
+        "{err}"
+    );
+    drop(own);
+    let stats = LocalCluster::start(&cfg).unwrap().stop();
+    assert!(stats[0].is_ok(), "{:?}", stats[0].as_ref().err());
 }
 
 #[test]

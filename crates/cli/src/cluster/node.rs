@@ -24,6 +24,11 @@ pub struct NodeArgs {
     /// places node i on core i.
     #[arg(long)]
     cpu: Option<usize>,
+    /// Serve on this inherited listening socket (a file descriptor, already bound to the node's
+    /// address in the cluster file) instead of binding the address: `phasedb bench --cluster`
+    /// reserves each node's port this way so no other process can take it first.
+    #[arg(long, value_name = "FD")]
+    listen_fd: Option<i32>,
 }
 
 /// Runs `phasedb node`; returns the process exit code.
@@ -55,6 +60,14 @@ pub fn run(args: NodeArgs) -> i32 {
         );
         return 2;
     };
+    let listener = match args.listen_fd.map(phasedb_dist::host::inherited_listener) {
+        None => None,
+        Some(Ok(l)) => Some(l),
+        Some(Err(e)) => {
+            eprintln!("error: --listen-fd: {e}");
+            return 2;
+        }
+    };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -85,7 +98,7 @@ pub fn run(args: NodeArgs) -> i32 {
                 cfg.partitions
             );
         }
-        phasedb_dist::node::serve(&cfg, args.id, shutdown).await
+        phasedb_dist::node::serve(&cfg, args.id, listener, shutdown).await
     });
     match result {
         Ok(stats) => {

@@ -1,6 +1,8 @@
 //! Starts a cluster of `phasedb node` processes on 127.0.0.1 for the benchmark, and stops it.
 
 use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -19,18 +21,29 @@ pub struct ProcessCluster {
     dir: PathBuf,
 }
 
-/// Free ports on 127.0.0.1, found by binding port 0 (they are released before the nodes bind them).
-pub fn free_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()?;
+/// Sockets listening on `n` free ports of 127.0.0.1, for a cluster's nodes to serve on: a port stays
+/// taken from the moment it is chosen, where one found free and released could be taken by another
+/// process before its node bound it.
+pub fn reserve_ports(n: usize) -> std::io::Result<Vec<TcpListener>> {
+    (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect()
+}
+
+/// The addresses of `listeners`.
+pub fn addrs_of(listeners: &[TcpListener]) -> std::io::Result<Vec<SocketAddr>> {
     listeners.iter().map(|l| l.local_addr()).collect()
+}
+
+/// Ports on 127.0.0.1 that were free a moment ago and where nothing listens now (released at once;
+/// for a cluster, [`reserve_ports`] keeps them).
+pub fn free_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
+    addrs_of(&reserve_ports(n)?)
 }
 
 impl ProcessCluster {
     /// Writes a configuration for `n` nodes on free loopback ports and starts `binary node` for each
-    /// (node `i` on core `i` modulo the cores when `pin`, see [`crate::host::pin_to_core`]);
-    /// returns once all listen.
+    /// (node `i` on core `i` modulo the cores when `pin`, see [`crate::host::pin_to_core`]). Each
+    /// node inherits the socket reserved for it (`--listen-fd`), so no other process can take its
+    /// port; returns once all accept connections.
     pub fn start(
         binary: &Path,
         n: usize,
@@ -41,7 +54,8 @@ impl ProcessCluster {
         if n == 0 || n > 64 {
             return Err("--cluster must be between 1 and 64 nodes".into());
         }
-        let addrs = free_addrs(n).map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
+        let reserved = reserve_ports(n).map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
+        let addrs = addrs_of(&reserved).map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
         let config = ClusterConfig::local(&addrs, server, net).map_err(|e| e.to_string())?;
         let dir = std::env::temp_dir().join(format!(
             "phasedb-cluster-{}-{}",
@@ -58,10 +72,13 @@ impl ProcessCluster {
             children: Vec::new(),
             dir,
         };
-        for id in 0..n {
+        for (id, socket) in reserved.iter().enumerate() {
+            let fd = socket.as_raw_fd();
             let mut command = Command::new(binary);
             command
                 .arg("node")
+                .arg("--listen-fd")
+                .arg(fd.to_string())
                 .arg("--config")
                 .arg(&path)
                 .arg("--id")
@@ -75,11 +92,23 @@ impl ProcessCluster {
             if pin {
                 command.arg("--cpu").arg(id.to_string());
             }
+            // SAFETY: runs in the forked child before exec and only calls fcntl(2), which is
+            // async-signal-safe: the node's socket, and no other, outlives the exec.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
             let child = command
                 .spawn()
                 .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
             cluster.children.push(child);
         }
+        // The nodes hold their sockets now; once ours are closed, a node that has exited refuses.
+        drop(reserved);
         for (i, node) in cluster.config.nodes.iter().enumerate() {
             if let Err(e) = wait_listening(node.addr, Duration::from_secs(15)) {
                 let exited = cluster.children[i].try_wait().ok().flatten();

@@ -34,6 +34,9 @@ pub struct TcpOptions<M> {
     pub me: Addr,
     /// Where to accept connections (servers); `None` for client endpoints.
     pub listen: Option<SocketAddr>,
+    /// A socket already listening, accepted on instead of binding `listen`: a port reserved by
+    /// whoever started the node (or inherited from it) stays taken until the node serves on it.
+    pub listener: Option<std::net::TcpListener>,
     /// Addresses of the servers this node may dial.
     pub peers: Vec<(Addr, SocketAddr)>,
     /// One-way delay added to every outgoing frame.
@@ -54,6 +57,7 @@ impl<M> TcpOptions<M> {
         Self {
             me,
             listen: None,
+            listener: None,
             peers,
             delay: Duration::ZERO,
             tick: Duration::from_millis(5),
@@ -223,7 +227,14 @@ where
     N::Msg: Serialize + DeserializeOwned + Send + 'static,
 {
     let (events_tx, mut events) = unbounded_channel();
-    if let Some(listener) = bind(opts.listen).await? {
+    let listener = match opts.listener.take() {
+        Some(l) => {
+            l.set_nonblocking(true)?;
+            Some(TcpListener::from_std(l)?)
+        }
+        None => bind(opts.listen).await?,
+    };
+    if let Some(listener) = listener {
         tokio::spawn(accept_loop(listener, events_tx.clone()));
     }
     let mut net = TcpNet {
