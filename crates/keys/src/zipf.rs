@@ -10,7 +10,28 @@ pub struct Zipf {
     tail: Tail,
     /// `1 + 0.5^theta`: below it (scaled by `zetan`) the rank is 1.
     rank1: f64,
+    /// The tail's ranks by draw, for skips of its `powf`: the draws from `rank1 / zetan` up to 1
+    /// cut into [`BUCKETS`] equal buckets, each holding the rank every draw in it maps to, or
+    /// [`MIXED`] when its draws map to more than one rank. Empty unless enough buckets hold one
+    /// rank ([`MIN_WHOLE`]): at alpha 1.4 over 1M items, ranks 2 to about 220 span whole buckets
+    /// (80% of them), and 44% of all draws skip the formula.
+    buckets: Box<[u16]>,
+    /// The first draw of the first bucket, and buckets per unit of draw.
+    bucket_from: f64,
+    bucket_scale: f64,
 }
+
+/// Buckets of [`Zipf::buckets`]: 8 KiB, so the table stays in a core's first-level cache.
+const BUCKETS: usize = 4096;
+
+/// A bucket whose draws map to more than one rank.
+const MIXED: u16 = u16::MAX;
+
+/// Least share of buckets that must hold one rank for the table to be used. A draw in a mixed
+/// bucket pays the look-up, often a mispredicted branch, and the formula: over 1M items the table
+/// made draws about 12% slower at skew 0.99 (29% of buckets whole), and about a third faster at
+/// 1.3, 1.4 and 1.8 (72%, 80%, 93%).
+const MIN_WHOLE: f64 = 0.7;
 
 /// How a draw past rank 1 becomes a rank.
 #[derive(Clone, Copy, Debug)]
@@ -56,12 +77,57 @@ impl Zipf {
                 exponent: 1.0 / (1.0 - theta),
             }
         };
-        Zipf {
+        let mut z = Zipf {
             n,
             zetan,
             tail,
             rank1: 1.0 + 0.5f64.powf(theta),
+            buckets: Box::default(),
+            bucket_from: 0.0,
+            bucket_scale: 0.0,
+        };
+        z.fill_buckets();
+        z
+    }
+
+    /// Fills [`Zipf::buckets`]. A bucket holds a rank only if the draws a little past both its ends
+    /// map to it too, so a draw that rounding puts in a neighbouring bucket gets the rank the tail's
+    /// formula gives it.
+    fn fill_buckets(&mut self) {
+        let from = self.rank1 / self.zetan;
+        if from >= 1.0 {
+            return;
         }
+        let width = (1.0 - from) / BUCKETS as f64;
+        let margin = width * 1e-6;
+        self.bucket_from = from;
+        self.bucket_scale = 1.0 / width;
+        let buckets: Box<[u16]> = (0..BUCKETS)
+            .map(|b| {
+                let lo = from + b as f64 * width;
+                let first = self.tail_rank(lo - margin);
+                let last = self.tail_rank(lo + width + margin);
+                if first == last && first < MIXED as u64 {
+                    first as u16
+                } else {
+                    MIXED
+                }
+            })
+            .collect();
+        let whole = buckets.iter().filter(|&&r| r != MIXED).count();
+        if whole as f64 >= MIN_WHOLE * BUCKETS as f64 {
+            self.buckets = buckets;
+        }
+    }
+
+    /// Gray et al.'s rank for draw `u` past rank 1.
+    #[inline]
+    fn tail_rank(&self, u: f64) -> u64 {
+        let scale = match self.tail {
+            Tail::Power { eta, exponent } => (eta * u - eta + 1.0).powf(exponent),
+            Tail::Harmonic { k } => (k * (u - 1.0)).exp(),
+        };
+        ((self.n as f64 * scale) as u64).min(self.n - 1)
     }
 
     /// The next rank.
@@ -75,11 +141,15 @@ impl Zipf {
         if uz < self.rank1 {
             return 1.min(self.n - 1);
         }
-        let scale = match self.tail {
-            Tail::Power { eta, exponent } => (eta * u - eta + 1.0).powf(exponent),
-            Tail::Harmonic { k } => (k * (u - 1.0)).exp(),
-        };
-        ((self.n as f64 * scale) as u64).min(self.n - 1)
+        if !self.buckets.is_empty() {
+            let b = ((u - self.bucket_from) * self.bucket_scale) as usize;
+            if let Some(&r) = self.buckets.get(b)
+                && r != MIXED
+            {
+                return r as u64;
+            }
+        }
+        self.tail_rank(u)
     }
 }
 
@@ -153,6 +223,90 @@ mod tests {
                 lower < got && got < higher,
                 "{lower} < {got} < {higher} at {m}"
             );
+        }
+    }
+
+    #[test]
+    fn the_rank_table_gives_every_draw_the_rank_of_the_formula() {
+        for (n, theta) in [
+            (1_000_000, 1.4),
+            (1_000_000, 0.99),
+            (10_000, 1.0),
+            (200, 0.5),
+            (3, 2.0),
+            (1_000_000, 0.0),
+            (5_000, 0.0),
+            (100_000, 9.0),
+        ] {
+            let z = Zipf::new(n, theta);
+            let direct = |u: f64| {
+                let uz = u * z.zetan;
+                if uz < 1.0 {
+                    0
+                } else if uz < z.rank1 {
+                    1.min(n - 1)
+                } else {
+                    z.tail_rank(u)
+                }
+            };
+            let mut rng = SmallRng::seed_from_u64(n ^ theta.to_bits());
+            let mut tabled = 0u64;
+            for i in 0..2_000_000u64 {
+                let u: f64 = rng.clone().random();
+                assert_eq!(
+                    z.sample(&mut rng),
+                    direct(u),
+                    "n {n} theta {theta} draw {i}: {u}"
+                );
+                let bucket = ((u - z.bucket_from) * z.bucket_scale) as usize;
+                tabled += (u * z.zetan >= z.rank1
+                    && z.buckets.get(bucket).is_some_and(|&r| r != MIXED))
+                    as u64;
+            }
+            // The draws the generator can make at and next to every bucket's edges, where rounding
+            // could pick a neighbouring bucket.
+            let width = 1.0 / z.bucket_scale;
+            for b in 0..=z.buckets.len() {
+                let edge = ((z.bucket_from + b as f64 * width) * GRID) as u64;
+                for k in edge.saturating_sub(1)..=edge + 1 {
+                    let u = k as f64 / GRID;
+                    if u < 1.0 {
+                        let got = z.sample(&mut Fixed(k));
+                        assert_eq!(got, direct(u), "n {n} theta {theta} edge draw {u}");
+                    }
+                }
+            }
+            match (n, theta) {
+                (1_000_000, 1.4) => {
+                    assert!(
+                        tabled > 700_000,
+                        "only {tabled} of 2M draws were in the table"
+                    )
+                }
+                (1_000_000, 0.99) => assert!(z.buckets.is_empty(), "too few whole buckets"),
+                _ => {}
+            }
+        }
+    }
+
+    /// The grid of the generator's `f64` draws: `random::<f64>()` is the high 53 bits of a `u64`
+    /// times 2^-53.
+    const GRID: f64 = (1u64 << 53) as f64;
+
+    /// A generator whose every `f64` draw is `self.0 / GRID`.
+    struct Fixed(u64);
+
+    impl rand::TryRng for Fixed {
+        type Error = std::convert::Infallible;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            Ok((self.try_next_u64()? >> 32) as u32)
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            Ok(self.0 << 11)
+        }
+        fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+            dst.fill(0);
+            Ok(())
         }
     }
 }
