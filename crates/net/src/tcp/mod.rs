@@ -206,9 +206,14 @@ async fn next_injected<M>(inject: &mut Option<UnboundedReceiver<M>>) -> Option<M
     }
 }
 
-/// Binds the listener (if any) and returns it, so callers can report a taken port before running.
-pub async fn bind(listen: Option<SocketAddr>) -> std::io::Result<Option<TcpListener>> {
-    match listen {
+/// The socket a node accepts on: the one it was given, else one bound to its `listen` address;
+/// none for a client endpoint.
+async fn listener<M>(opts: &mut TcpOptions<M>) -> std::io::Result<Option<TcpListener>> {
+    if let Some(l) = opts.listener.take() {
+        l.set_nonblocking(true)?;
+        return Ok(Some(TcpListener::from_std(l)?));
+    }
+    match opts.listen {
         Some(addr) => Ok(Some(TcpListener::bind(addr).await?)),
         None => Ok(None),
     }
@@ -227,14 +232,7 @@ where
     N::Msg: Serialize + DeserializeOwned + Send + 'static,
 {
     let (events_tx, mut events) = unbounded_channel();
-    let listener = match opts.listener.take() {
-        Some(l) => {
-            l.set_nonblocking(true)?;
-            Some(TcpListener::from_std(l)?)
-        }
-        None => bind(opts.listen).await?,
-    };
-    if let Some(listener) = listener {
+    if let Some(listener) = listener(&mut opts).await? {
         tokio::spawn(accept_loop(listener, events_tx.clone()));
     }
     let mut net = TcpNet {
