@@ -6,6 +6,7 @@ use std::ops::Range;
 use phasedb_storage::{Guard, RecordPtr, Schema, TableId};
 
 use crate::database::Database;
+use crate::footprint::Footprint;
 use crate::protocol::Protocol;
 use crate::splittable::SplitOp;
 
@@ -179,6 +180,8 @@ pub struct TxState<M> {
     pub split_candidates: Vec<(TableId, u64, u16, crate::splittable::OpKind)>,
     /// Commutative operations of `writes`, in the order the transaction ran them.
     pub deferred_ops: Vec<DeferredOp>,
+    /// The rows this attempt hinted (phased protocols): kept with the transaction if it is stashed.
+    pub footprint: Footprint,
 }
 
 /// A splittable operation buffered for a per-core slice: the split entry it updates, its kind and
@@ -240,6 +243,7 @@ impl<M> TxState<M> {
             split_bytes: Vec::new(),
             split_candidates: Vec::new(),
             deferred_ops: Vec::new(),
+            footprint: Footprint::default(),
         }
     }
 
@@ -260,6 +264,19 @@ impl<M> TxState<M> {
         self.split_bytes.clear();
         self.split_candidates.clear();
         self.deferred_ops.clear();
+        self.footprint.clear();
+    }
+
+    /// The attempt's footprint for a rerun: the rows it hinted, then those it read and wrote.
+    pub(crate) fn stashed_footprint(&self) -> Footprint {
+        let mut f = self.footprint;
+        for (t, key) in self.reads.iter().map(|r| (r.table, r.key)) {
+            f.add(t, key);
+        }
+        for (t, key) in self.writes.iter().map(|w| (w.table, w.key)) {
+            f.add(t, key);
+        }
+        f
     }
 
     #[inline]

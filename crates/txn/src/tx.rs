@@ -310,10 +310,11 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
     /// Hints that the transaction will access rows `keys` of table `t`: looks them up in two passes
     /// (index slots, then records) issuing cache prefetches, so their memory misses overlap instead of
     /// being paid one after another. Changes nothing and registers nothing.
-    pub fn prefetch(&self, t: TableId, keys: impl Iterator<Item = u64> + Clone) {
+    pub fn prefetch(&mut self, t: TableId, keys: impl Iterator<Item = u64> + Clone) {
         let table = self.table(t);
         for k in keys.clone() {
             table.prefetch_slot(k, self.guard);
+            self.note_footprint(t, k);
         }
         for k in keys {
             table.prefetch_record(k, self.guard);
@@ -322,10 +323,16 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
 
     /// Like [`Tx::prefetch`], for a transaction that will read only the columns in `cols` (a mask, see
     /// [`columns`]) of those rows: only the cache lines holding them are loaded.
-    pub fn prefetch_columns(&self, t: TableId, keys: impl Iterator<Item = u64> + Clone, cols: u64) {
+    pub fn prefetch_columns(
+        &mut self,
+        t: TableId,
+        keys: impl Iterator<Item = u64> + Clone,
+        cols: u64,
+    ) {
         let table = self.table(t);
         for k in keys.clone() {
             table.prefetch_slot(k, self.guard);
+            self.note_footprint(t, k);
         }
         for k in keys {
             table.prefetch_record_columns(k, self.guard, cols);
@@ -335,10 +342,20 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
     /// Hints that the transaction will look up rows `keys` of table `t`: issues cache prefetches of
     /// their index slots only, so that a [`Tx::prefetch`] of several tables issued after finds its
     /// slots arriving. Changes nothing and registers nothing.
-    pub fn prefetch_index(&self, t: TableId, keys: impl Iterator<Item = u64>) {
+    pub fn prefetch_index(&mut self, t: TableId, keys: impl Iterator<Item = u64>) {
         let table = self.table(t);
         for k in keys {
             table.prefetch_slot(k, self.guard);
+            self.note_footprint(t, k);
+        }
+    }
+
+    /// Under a phased protocol, notes a hinted row in the attempt's footprint: were the attempt
+    /// stashed, its rerun would find the row prefetched (see [`crate::footprint`]).
+    #[inline(always)]
+    fn note_footprint(&mut self, t: TableId, key: u64) {
+        if P::PHASED {
+            self.st.footprint.add(t, key);
         }
     }
 

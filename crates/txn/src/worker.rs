@@ -7,6 +7,7 @@ use phasedb_check::History;
 
 use crate::database::Database;
 use crate::error::{Conflict, TxError, TxResult};
+use crate::footprint::Footprint;
 use crate::phase::PhaseWord;
 use crate::protocol::Protocol;
 use crate::state::{CommitCtx, TxState};
@@ -35,6 +36,12 @@ pub struct Worker<'db, P: Protocol> {
     /// The worker's registration with the epoch-based reclamation of the storage layer (pinning
     /// through it skips a thread-local lookup per attempt).
     epoch_handle: crossbeam_epoch::LocalHandle,
+    /// The footprint of the transaction last stashed.
+    stashed: Footprint,
+    /// Rows to prefetch when the next attempt starts: records, and index slots (see
+    /// [`Worker::prefetch_ahead`]).
+    ahead_records: Footprint,
+    ahead_slots: Footprint,
 }
 
 /// One committed transaction in this many has its latency measured: reading the clock twice costs
@@ -74,6 +81,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
             deferred_since: None,
             sample: id as u64,
             epoch_handle: crossbeam_epoch::default_collector().register(),
+            stashed: Footprint::default(),
+            ahead_records: Footprint::default(),
+            ahead_slots: Footprint::default(),
         }
     }
 
@@ -130,6 +140,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
                 self.phase_boundary();
             }
             let guard = self.epoch_handle.pin();
+            if P::PHASED && !(self.ahead_records.is_empty() && self.ahead_slots.is_empty()) {
+                self.issue_prefetch_ahead(&guard);
+            }
             self.state.reset();
             let db = self.db;
             let outcome = {
@@ -167,6 +180,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
                 })
             };
             if outcome.is_err() {
+                if P::PHASED && matches!(outcome, Err(TxError::Stashed)) {
+                    self.stashed = self.state.stashed_footprint();
+                }
                 P::abort(&mut self.state, db);
                 if matches!(outcome, Err(TxError::Conflict(_))) {
                     P::on_conflict(&mut self.state, db);
@@ -225,6 +241,29 @@ impl<'db, P: Protocol> Worker<'db, P> {
     /// stashes a transaction; the caller then reruns it once [`Worker::may_resume_stashed`] says so.
     pub fn set_stash_mode(&mut self, on: bool) {
         self.stash_mode = on;
+    }
+
+    /// The footprint of the transaction [`Worker::execute`] last returned [`TxError::Stashed`] for:
+    /// the rows its attempt named, to keep with it for [`Worker::prefetch_ahead`].
+    pub fn stashed_footprint(&self) -> Footprint {
+        self.stashed
+    }
+
+    /// Has the next attempt start by prefetching the records of `records` and the index slots of
+    /// `slots`: a caller rerunning stashed transactions passes the footprints of the next one and
+    /// of the one after, so that each rerun finds its rows in the cache (see [`crate::footprint`]).
+    pub fn prefetch_ahead(&mut self, records: Option<&Footprint>, slots: Option<&Footprint>) {
+        self.ahead_records = records.copied().unwrap_or_default();
+        self.ahead_slots = slots.copied().unwrap_or_default();
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn issue_prefetch_ahead(&mut self, guard: &phasedb_storage::Guard) {
+        self.ahead_records.prefetch_records(self.db, guard);
+        self.ahead_slots.prefetch_slots(self.db, guard);
+        self.ahead_records.clear();
+        self.ahead_slots.clear();
     }
 
     /// Makes the next transactions' latency count from `origin` (when a stashed transaction first

@@ -4,7 +4,10 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 
-use phasedb_txn::{Config, Database, Protocol, Stamp, Stats, TxError, TxResult, Worker};
+use phasedb_txn::{
+    Config, Database, Footprint, Protocol, RECORDS_AHEAD, SLOTS_AHEAD, Stamp, Stats, TxError,
+    TxResult, Worker,
+};
 use rand::rngs::SmallRng;
 
 use crate::Workload;
@@ -182,10 +185,11 @@ fn thread_cpu_time() -> Duration {
 }
 
 /// Transactions a phased protocol stashed, kept as copies of the generator taken before each was
-/// generated (with the time it first started), and rerun first once the protocol allows.
+/// generated (with the time it first started and its footprint), and rerun first once the protocol
+/// allows, each prefetching the rows of those queued behind it.
 struct Stash {
     phased: bool,
-    pending: VecDeque<(SmallRng, Stamp)>,
+    pending: VecDeque<(SmallRng, Stamp, Footprint)>,
 }
 
 impl Stash {
@@ -224,7 +228,8 @@ impl Stash {
     }
 
     /// Reruns the oldest stashed transaction from its copy of the generator (the thread's own is
-    /// put back after), its latency counted from when it first started.
+    /// put back after), its latency counted from when it first started; its attempt starts by
+    /// prefetching rows of the reruns queued behind it.
     #[inline(never)]
     fn resume<P: Protocol, W: Workload>(
         &mut self,
@@ -232,7 +237,12 @@ impl Stash {
         th: &mut W::Thread,
         worker: &mut Worker<'_, P>,
     ) -> TxResult<()> {
-        let (replay, started) = self.pending.pop_front().expect("a stashed transaction");
+        let (replay, started, _) = self.pending.pop_front().expect("a stashed transaction");
+        // The queue now starts with the next rerun.
+        worker.prefetch_ahead(
+            self.pending.get(RECORDS_AHEAD - 1).map(|p| &p.2),
+            self.pending.get(SLOTS_AHEAD - 1).map(|p| &p.2),
+        );
         worker.set_origin(Some(started));
         let own = std::mem::replace(workload.rng(th), replay.clone());
         let outcome = workload.run_one(th, worker);
@@ -253,7 +263,8 @@ impl Stash {
     /// Keeps a stashed transaction to rerun, and tells the worker it holds one.
     #[cold]
     fn hold<P: Protocol>(&mut self, replay: SmallRng, started: Stamp, worker: &mut Worker<'_, P>) {
-        self.pending.push_back((replay, started));
+        self.pending
+            .push_back((replay, started, worker.stashed_footprint()));
         worker.set_stash_pending(true);
     }
 }

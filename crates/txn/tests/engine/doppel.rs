@@ -11,8 +11,8 @@ use crate::common::{Mix, open_with, run_on, seeds};
 use phasedb_check::check_serializable;
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{
-    Config, Database, Doppel, OpKind, PhaseStats, SplitOp, SplitPolicy, TableId, TxError, Worker,
-    columns,
+    Config, Database, Doppel, Footprint, OpKind, PhaseStats, SplitOp, SplitPolicy, TableId,
+    TxError, Worker, columns,
 };
 
 const MIX: Mix = Mix {
@@ -160,6 +160,40 @@ fn a_read_of_split_data_is_stashed_and_runs_in_the_next_joined_phase() {
     let incremented = w.stats().total().committed as i64 - 2;
     assert_eq!(seen, incremented);
     assert_eq!(value(&db, t, 1, 0), 7);
+}
+
+/// A stashed attempt leaves the rows it hinted and read before the split read, in order; prefetching
+/// them (and rows that do not exist) ahead of a later attempt changes nothing it sees.
+#[test]
+fn a_stashed_transaction_leaves_its_footprint_for_its_rerun() {
+    let (db, t) = counters(config(20_000, false), 4);
+    db.split(t, 0, 0, OpKind::Add);
+    let mut w = db.worker();
+    until_split(&mut w, t, 0);
+    w.set_stash_mode(true);
+    let r = w.execute(0, |tx| {
+        tx.prefetch_index(t, [3, 2].into_iter());
+        tx.get(t, 1)?;
+        Ok(tx.get(t, 0)?.map(|r| r.i64(0)))
+    });
+    assert_eq!(r, Err(TxError::Stashed));
+    let footprint = w.stashed_footprint();
+    assert_eq!(
+        footprint.rows().collect::<Vec<_>>(),
+        vec![(t, 3), (t, 2), (t, 1)]
+    );
+    let mut absent = Footprint::default();
+    absent.add(t, 99);
+    w.prefetch_ahead(Some(&footprint), Some(&absent));
+    w.execute(0, |tx| tx.update(t, 3, |r| r.set_i64(0, 11)).map(|_| ()))
+        .unwrap();
+    w.prefetch_ahead(Some(&absent), None);
+    let seen = w
+        .execute(0, |tx| Ok(tx.get(t, 3)?.map(|r| r.i64(0))))
+        .unwrap();
+    assert_eq!(seen, Some(11));
+    // A committed attempt's hints are not taken for a stash's.
+    assert_eq!(w.stashed_footprint(), footprint);
 }
 
 /// An operation on a split group is applied to the slice even when the transaction already wrote
