@@ -268,6 +268,8 @@ impl<M> TxState<M> {
     }
 
     /// The attempt's footprint for a rerun: the rows it hinted, then those it read and wrote.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn stashed_footprint(&self) -> Footprint {
         let mut f = self.footprint;
         for (t, key) in self.reads.iter().map(|r| (r.table, r.key)) {

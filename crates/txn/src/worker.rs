@@ -120,6 +120,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
     /// split data) is stashed: in stash mode ([`Worker::set_stash_mode`]) `execute` returns
     /// [`TxError::Stashed`] at once so the caller can rerun it later; otherwise it waits for a phase
     /// that can run it.
+    #[inline]
     pub fn execute<R>(
         &mut self,
         ty: usize,
