@@ -251,8 +251,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
     }
 
     /// Has the next attempt start by prefetching the records of `records` and the index slots of
-    /// `slots`: a caller rerunning stashed transactions passes the footprints of the next one and
-    /// of the one after, so that each rerun finds its rows in the cache (see [`crate::footprint`]).
+    /// `slots`: a caller rerunning stashed transactions passes the footprints of the reruns
+    /// [`crate::RECORDS_AHEAD`] and [`crate::SLOTS_AHEAD`] behind the next one, so that each rerun
+    /// finds its rows in the cache (see [`Footprint`]).
     pub fn prefetch_ahead(&mut self, records: Option<&Footprint>, slots: Option<&Footprint>) {
         self.ahead_records = records.copied().unwrap_or_default();
         self.ahead_slots = slots.copied().unwrap_or_default();
