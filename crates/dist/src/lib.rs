@@ -6,7 +6,7 @@
 //! - [`client`]: one sans-I/O [`client::TxnClient`] per concurrent client, running GET_ALL/PUT_ALL for
 //!   RAMP-F/S/H ([`ramp`]) or a baseline (NWNR, [`locking`] LWNR/LWSR/LWLR, [`epci`] E-PCI).
 //! - [`node`]: a cluster member (server + proxy clients) over TCP; [`library`]: a blocking client;
-//!   [`bench`]: the closed-loop cluster benchmark; [`sim`]: actors and histories for simulator tests.
+//!   [`bench`](mod@bench): the closed-loop cluster benchmark; [`sim`]: actors and histories for simulator tests.
 //!
 //! Everything here is a state machine over [`phasedb_net::Transport`], so the same code runs over TCP
 //! and under the deterministic simulator.

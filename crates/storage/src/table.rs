@@ -189,7 +189,7 @@ impl<M: Send + Sync> Table<M> {
     }
 
     /// Starts loading into the cache the memory of the next `n` records this thread's inserts will
-    /// create (see [`RecordArena::prefetch`]).
+    /// create (see the arena's `prefetch`).
     #[inline]
     pub fn prefetch_inserts(&self, n: usize) {
         self.arena.prefetch(n);

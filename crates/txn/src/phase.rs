@@ -5,7 +5,7 @@
 //! There is no coordinator thread: a ticker thread only marks a change as due, and the first worker to
 //! notice between two transactions takes the coordinator's role. A worker that is not inside
 //! [`crate::Worker::execute`] cannot acknowledge, so the coordinator claims its activity slot (see
-//! [`crate::activity::Activity::try_claim`]) and does the worker's part of the change for it.
+//! `Activity::try_claim`) and does the worker's part of the change for it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -18,7 +18,7 @@ pub struct TypeStats {
     /// Attempts stashed until a later phase (Doppel: they touched split data).
     pub stashed: u64,
     /// Latency of committed transactions in nanoseconds, from first attempt to commit, for one
-    /// transaction in [`crate::worker::LATENCY_SAMPLE`].
+    /// transaction in `LATENCY_SAMPLE` (see `Worker::execute`).
     pub latency_ns: Histogram<u64>,
 }
 

@@ -37,7 +37,7 @@ pub const WAIT_DIE: u8 = 1;
 /// Wait, with deadlocks broken by timeout.
 pub const BLOCKING: u8 = 2;
 
-/// Two-phase locking with conflict policy `POLICY` ([`NO_WAIT`], [`WAIT_DIE`] or [`BLOCKING`]).
+/// Two-phase locking with conflict policy `POLICY` (`NO_WAIT`, `WAIT_DIE` or `BLOCKING`; see [`TwoPlNoWait`], [`TwoPlWaitDie`], [`TwoPlBlocking`]).
 pub struct TwoPl<const POLICY: u8>;
 
 /// `2pl-nowait`.

@@ -49,7 +49,7 @@ pub struct Claim {
 }
 
 impl Claim {
-    /// "Verdict: holds on this machine — <statement>".
+    /// `"Verdict: holds on this machine — <statement>"`.
     pub fn verdict_line(&self) -> String {
         format!("Verdict: {} — {}", self.verdict, self.statement)
     }

@@ -1,5 +1,5 @@
 //! The initial population, after RUBiS's generator: regions and categories, users (nickname
-//! "user<id>", password "password<id>"), items on auction in random categories, each with a few
+//! `"user<id>"`, password `"password<id>"`), items on auction in random categories, each with a few
 //! increasing bids and comments about its seller, and the materialized auction metadata, ratings and
 //! top-K sets consistent with them.
 

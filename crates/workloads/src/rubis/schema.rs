@@ -7,7 +7,7 @@
 //!   per-item top-K index of bids (Doppel's `bidsPerItemIndex`) and the per-category and per-region
 //!   top-K sets of newest items each sit in a column group of their own: Doppel splits a column group
 //!   for one operation, and readers of an item's static fields must not conflict with bidders.
-//! - Ids are dense (see [`super::ids`]), so they fit the fields of composite keys.
+//! - Ids are dense (see the `ids` module), so they fit the fields of composite keys.
 
 use phasedb_storage::{ColumnType, CompositeKey, Schema, TableSpec};
 use phasedb_txn::{Database, Protocol, TableId};
