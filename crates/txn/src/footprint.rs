@@ -73,9 +73,7 @@ impl Footprint {
     /// Starts loading its rows' index slots into the cache.
     pub(crate) fn prefetch_slots<P: Protocol>(&self, db: &Database<P>, guard: &Guard) {
         for (t, key) in self.rows() {
-            if let Some(table) = db.tables.get(t as usize) {
-                table.prefetch_slot(key, guard);
-            }
+            db.table(t).prefetch_slot(key, guard);
         }
     }
 
@@ -83,9 +81,7 @@ impl Footprint {
     /// there from [`Footprint::prefetch_slots`]).
     pub(crate) fn prefetch_records<P: Protocol>(&self, db: &Database<P>, guard: &Guard) {
         for (t, key) in self.rows() {
-            if let Some(table) = db.tables.get(t as usize) {
-                table.prefetch_record(key, guard);
-            }
+            db.table(t).prefetch_record(key, guard);
         }
     }
 }
