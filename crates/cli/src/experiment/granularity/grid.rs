@@ -4,10 +4,10 @@
 use phasedb_txn::Config;
 use phasedb_workloads::{BenchOptions, Workload};
 
-use super::Settings;
-use super::claims::ratio;
-use super::protocols::REFERENCE;
-use super::sweep::{self, Metrics, Point, Row, measure};
+use super::super::Settings;
+use super::super::claims::ratio;
+use super::super::protocols::REFERENCE;
+use super::super::sweep::{self, Metrics, Point, Row, measure};
 
 /// Conflicting attempts after which a transaction is abandoned: no protocol that makes progress
 /// comes near it, and it turns a livelock (no-CC retrying a key it corrupted) into a failed point

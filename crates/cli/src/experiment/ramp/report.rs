@@ -1,11 +1,11 @@
 //! The report of a RAMP experiment: throughput lookups and ratio claims, the table of every point,
 //! the plot's styles and the assembly of the artifacts.
 
-use super::claims::{Claim, Verdict, ratio, times};
-use super::plot::PlotSpec;
-use super::report::Report;
-use super::sweep::Row;
-use super::{Artifacts, Settings};
+use super::super::claims::{Claim, Verdict, ratio, times};
+use super::super::plot::PlotSpec;
+use super::super::report::Report;
+use super::super::sweep::Row;
+use super::super::{Artifacts, Settings};
 
 /// The baseline every ratio is taken against.
 pub const BASELINE: &str = "nwnr";

@@ -1,13 +1,13 @@
 //! The report of a timestamp-granularity experiment: its tables, the "every protocol gains" claim,
 //! the plot's styles and the assembly of the artifacts.
 
-use super::claims::{Claim, Verdict, ratio, times};
-use super::granularity::{Grid, MAX_RETRIES};
-use super::plot::{Dashes, PlotSpec};
-use super::protocols::REFERENCE;
-use super::report::Report;
-use super::sweep::Row;
-use super::{Artifacts, Settings};
+use super::super::claims::{Claim, Verdict, ratio, times};
+use super::super::plot::{Dashes, PlotSpec};
+use super::super::protocols::REFERENCE;
+use super::super::report::Report;
+use super::super::sweep::Row;
+use super::super::{Artifacts, Settings};
+use super::grid::{Grid, MAX_RETRIES};
 fn pct(x: f64) -> String {
     format!("{:.2}%", x * 100.0)
 }

@@ -3,11 +3,11 @@
 use phasedb_dist::Algorithm;
 use phasedb_dist::bench::workload::YcsbRamp;
 
-use super::claims::{Claim, Verdict, ratio, times};
-use super::ramp_report::{BASELINE, Finish, over, ratio_claim, tput};
-use super::ramp_run::{self, Point};
-use super::sweep::Row;
-use super::{Artifacts, Settings};
+use super::super::claims::{Claim, Verdict, ratio, times};
+use super::super::sweep::Row;
+use super::super::{Artifacts, Settings};
+use super::report::{BASELINE, Finish, over, ratio_claim, tput};
+use super::run::{self, Point};
 
 const PAPER: &str = "With uniform access to items (to avoid hot items while scaling), every RAMP \
 algorithm scales linearly to 100 servers: RAMP-F reaches about 7.1M operations/s; at every scale \
@@ -101,7 +101,7 @@ fn linear(rows: &[Row], counts: &[usize], cores: usize) -> Claim {
 pub fn run(s: &Settings) -> Result<Artifacts, String> {
     let w = workload(s);
     w.validate()?;
-    let rows = ramp_run::run(s, &points(s));
+    let rows = run::run(s, &points(s));
     let counts = server_counts(s);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let within: Vec<(String, Option<f64>)> = counts

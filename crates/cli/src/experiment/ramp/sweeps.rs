@@ -4,12 +4,12 @@
 use phasedb_dist::Algorithm;
 use phasedb_dist::bench::workload::YcsbRamp;
 
-use super::claims::{Claim, Verdict};
-use super::ramp_clients::SERVERS;
-use super::ramp_report::{BASELINE, Finish, over, ratio_claim};
-use super::ramp_run::{self, Point};
-use super::sweep::Row;
-use super::{Artifacts, Settings};
+use super::super::claims::{Claim, Verdict};
+use super::super::sweep::Row;
+use super::super::{Artifacts, Settings};
+use super::clients::SERVERS;
+use super::report::{BASELINE, Finish, over, ratio_claim};
+use super::run::{self, Point};
 
 const PAPER: &str = "Varying one parameter at a time (Figure 3): RAMP overhead is typically \
 under 8% of NWNR's throughput and never above 50%. With all writes, every RAMP algorithm takes \
@@ -134,7 +134,7 @@ fn places(rows: &[Row]) -> Vec<Vec<(&'static str, String)>> {
 }
 
 fn ratios_at(rows: &[Row], a: Algorithm, at: &[(&str, String)]) -> Option<f64> {
-    use super::ramp_report::tput;
+    use super::report::tput;
     over(tput(rows, a.name(), at), tput(rows, BASELINE, at))
 }
 
@@ -259,7 +259,7 @@ fn all_reads(rows: &[Row]) -> Claim {
 /// Runs the experiment.
 pub fn run(s: &Settings) -> Result<Artifacts, String> {
     let points = points(s)?;
-    let rows = ramp_run::run(s, &points);
+    let rows = run::run(s, &points);
     let b = base(s);
     let sweep_lines: Vec<String> = sweeps(s)
         .iter()

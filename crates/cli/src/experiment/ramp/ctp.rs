@@ -5,12 +5,12 @@
 use phasedb_dist::Algorithm;
 use phasedb_dist::bench::workload::YcsbRamp;
 
-use super::claims::{Claim, Verdict, ratio, times};
-use super::ramp_clients::SERVERS;
-use super::ramp_report::{Finish, tput};
-use super::ramp_run::{self, CTP_TIMEOUT_MS, Point};
-use super::sweep::Row;
-use super::{Artifacts, Settings};
+use super::super::claims::{Claim, Verdict, ratio, times};
+use super::super::sweep::Row;
+use super::super::{Artifacts, Settings};
+use super::clients::SERVERS;
+use super::report::{Finish, tput};
+use super::run::{self, CTP_TIMEOUT_MS, Point};
 
 const PAPER: &str = "With 100% RAMP-F write transactions and a share of writes blocked before \
 COMMIT, the paper measured throughput relative to no blocked writes: no change at 0.01%, 99.86% \
@@ -134,7 +134,7 @@ fn completes(rows: &[Row]) -> Claim {
 pub fn run(s: &Settings) -> Result<Artifacts, String> {
     let w = workload(s);
     w.validate()?;
-    let rows = ramp_run::run(s, &points(s));
+    let rows = run::run(s, &points(s));
     let mut claims = Vec::new();
     for (pct, paper) in [
         (

@@ -5,11 +5,11 @@ use phasedb_txn::Config;
 use phasedb_workloads::BenchOptions;
 use phasedb_workloads::ycsb::{Variant, Ycsb, YcsbConfig};
 
-use super::claims::{Claim, Verdict, ratio, times};
-use super::granularity::{self, Grid};
-use super::granularity_report::{self, Finish};
-use super::sweep::measure;
-use super::{Artifacts, Settings};
+use super::super::claims::{Claim, Verdict, ratio, times};
+use super::super::sweep::measure;
+use super::super::{Artifacts, Settings};
+use super::grid::{self, Grid};
+use super::report::{self, Finish};
 use crate::bench::ProtocolName;
 
 const PAPER: &str = "On a YCSB-like table of 10M keys (10 columns of 10 bytes, 16 single-column \
@@ -144,11 +144,11 @@ fn fine_overhead(s: &Settings) -> Claim {
 /// Runs the experiment.
 pub fn run(s: &Settings) -> Result<Artifacts, String> {
     config(s, false).validate()?;
-    let rows = granularity::sweep(s, |fine| Ycsb::new(config(s, fine)));
+    let rows = grid::sweep(s, |fine| Ycsb::new(config(s, fine)));
     let grid = Grid::new(&rows);
     let t = s.threads_max();
     let claims = vec![
-        granularity_report::everyone_gains(
+        report::everyone_gains(
             &grid,
             t,
             "Figure 2(b) vs 2(a): all five mechanisms are faster with fine-grained timestamps.",
@@ -167,7 +167,7 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
         c.read_ratio * 100.0,
         c.theta
     )];
-    setup.extend(granularity_report::common_setup(s));
+    setup.extend(report::common_setup(s));
     setup.push(format!(
         "verdicts compare fine with coarse at the largest thread count ({t})"
     ));

@@ -4,11 +4,11 @@
 
 use phasedb_workloads::tpcc::{Tpcc, TpccConfig, TpccMix};
 
-use super::claims::{Claim, Verdict, ratio, times};
-use super::granularity::{self, Grid};
-use super::granularity_report::{self, Finish};
-use super::registry::Runner;
-use super::{Artifacts, Settings};
+use super::super::claims::{Claim, Verdict, ratio, times};
+use super::super::registry::Runner;
+use super::super::{Artifacts, Settings};
+use super::grid::{self, Grid};
+use super::report::{self, Finish};
 
 /// The runner of the registry.
 pub const RUNNER: Option<Runner> = Some(run);
@@ -114,7 +114,7 @@ fn occ_aborts_fall(grid: &Grid<'_>, threads: usize) -> Claim {
 /// Runs the experiment.
 pub fn run(s: &Settings) -> Result<Artifacts, String> {
     config(false).validate()?;
-    let rows = granularity::sweep(s, |fine| Tpcc::new(config(fine)));
+    let rows = grid::sweep(s, |fine| Tpcc::new(config(fine)));
     let grid = Grid::new(&rows);
     let t = s.threads_max();
     let target = if s.threads.contains(&TARGET_THREADS) {
@@ -125,7 +125,7 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
     let claims = vec![
         occ_fastest(&grid, t),
         occ_aborts_fall(&grid, target),
-        granularity_report::everyone_gains(
+        report::everyone_gains(
             &grid,
             t,
             "Figure 3(b) vs 3(a): every mechanism's throughput increases with fine-grained \
@@ -143,7 +143,7 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
         c.remote_item_ratio * 100.0,
         c.remote_payment_ratio * 100.0
     )];
-    setup.extend(granularity_report::common_setup(s));
+    setup.extend(report::common_setup(s));
     setup.push(format!(
         "verdicts use the largest thread count ({t}); the abort-rate target uses {target} threads"
     ));

@@ -19,8 +19,8 @@ use phasedb_dist::bench::{BenchConfig, BenchReport};
 use phasedb_dist::server::ServerStats;
 use phasedb_net::config::{NetSettings, ServerSettings};
 
-use super::Settings;
-use super::sweep::{Metrics, Row};
+use super::super::Settings;
+use super::super::sweep::{Metrics, Row};
 
 /// One point of a RAMP experiment, not yet run.
 #[derive(Clone, Debug)]

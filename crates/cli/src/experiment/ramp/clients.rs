@@ -4,11 +4,11 @@
 use phasedb_dist::Algorithm;
 use phasedb_dist::bench::workload::YcsbRamp;
 
-use super::claims::Claim;
-use super::ramp_report::{BASELINE, Finish, over, peak, ratio_claim};
-use super::ramp_run::{self, Point};
-use super::sweep::Row;
-use super::{Artifacts, Settings};
+use super::super::claims::Claim;
+use super::super::sweep::Row;
+use super::super::{Artifacts, Settings};
+use super::report::{BASELINE, Finish, over, peak, ratio_claim};
+use super::run::{self, Point};
 
 const PAPER: &str = "On 5 servers with YCSB (zipfian access to 10M items, transactions of 4 \
 operations, 95% read-only and 5% write-only, 1-byte values), RAMP-F and RAMP-H pay about 2% \
@@ -148,9 +148,9 @@ fn no_stall(rows: &[Row]) -> Claim {
             format!("stalled: {}", stalled.join(", "))
         },
         verdict: if lock_rows.is_empty() {
-            super::claims::Verdict::NotChecked("no lock baseline measured".into())
+            super::super::claims::Verdict::NotChecked("no lock baseline measured".into())
         } else {
-            super::claims::Verdict::from_bool(stalled.is_empty())
+            super::super::claims::Verdict::from_bool(stalled.is_empty())
         },
     }
 }
@@ -159,7 +159,7 @@ fn no_stall(rows: &[Row]) -> Claim {
 pub fn run(s: &Settings) -> Result<Artifacts, String> {
     let w = workload(s);
     w.validate()?;
-    let rows = ramp_run::run(s, &points(s));
+    let rows = run::run(s, &points(s));
     let counts: Vec<String> = client_counts(s).iter().map(usize::to_string).collect();
     Ok(Finish {
         title: "ramp-clients: throughput and latency against concurrent clients",
