@@ -18,6 +18,15 @@
 //! [net]
 //! delay_us = 0                   # injected one-way delay per message
 //! poll_us = 50                   # an idle event loop polls this long before it sleeps
+//! [star]                         # optional: the nodes run STAR (phasedb-dist's star module)
+//! partitions = 8                 # STAR's own partitions (the workload's), apart from RAMP's above
+//! full_replicas = 1              # nodes 0..full_replicas hold every partition; node 0 coordinates
+//! replicas_per_partition = 2     # copies of each partition, its primary included
+//! workers = 1                    # worker threads per node (recorded; nodes run inline for now)
+//! iteration_ms = 10              # one partitioned phase and one single-master phase
+//! hybrid_replication = true      # operation replication in the partitioned phase
+//! cross_partition = 0.1          # share of cross-partition transactions the nodes generate
+//! placement = [[1, 0], [2, 0]]   # optional: per partition, its primary then its secondaries
 //! ```
 //!
 //! [`ClusterConfig::from_toml`] refuses inconsistent files with a [`ConfigError`] that names the
@@ -62,6 +71,8 @@ struct RawConfig {
     server: ServerSettings,
     #[serde(default)]
     net: NetSettings,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    star: Option<StarConfig>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -120,6 +131,138 @@ impl Default for NetSettings {
     }
 }
 
+/// The `[star]` table: a STAR deployment (Lu et al., VLDB 2019) over the cluster's nodes. This file
+/// checks each field's range and that placement names existing nodes; the rules of a STAR layout
+/// (who holds what, where primaries go) are checked by `phasedb_dist::star::Layout`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StarConfig {
+    /// Partitions of the workload's data.
+    pub partitions: u32,
+    /// Nodes `0..full_replicas` hold a full copy of the database (§3); node 0 is the coordinator.
+    #[serde(default = "StarConfig::default_full_replicas")]
+    pub full_replicas: u32,
+    /// Copies of each partition, its primary included.
+    #[serde(default = "StarConfig::default_replicas")]
+    pub replicas_per_partition: u32,
+    /// Worker threads per node (recorded; the nodes run their transactions inline for now).
+    #[serde(default = "StarConfig::default_workers")]
+    pub workers: u32,
+    /// Milliseconds of one iteration: a partitioned phase and a single-master phase (§4.3).
+    #[serde(default = "StarConfig::default_iteration_ms")]
+    pub iteration_ms: u64,
+    /// Operation replication in the partitioned phase, value replication in the single-master
+    /// phase (§5.2); false replicates values in both.
+    #[serde(default = "StarConfig::default_hybrid")]
+    pub hybrid_replication: bool,
+    /// Share of cross-partition transactions among those the nodes generate (0 to 1).
+    #[serde(default)]
+    pub cross_partition: f64,
+    /// Explicit placement: for each partition, its primary node then its secondaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Vec<Vec<u32>>>,
+}
+
+impl StarConfig {
+    fn default_full_replicas() -> u32 {
+        1
+    }
+    fn default_replicas() -> u32 {
+        2
+    }
+    fn default_workers() -> u32 {
+        1
+    }
+    fn default_iteration_ms() -> u64 {
+        10
+    }
+    fn default_hybrid() -> bool {
+        true
+    }
+
+    /// Settings for `partitions` partitions with every other field at its default.
+    pub fn new(partitions: u32) -> StarConfig {
+        StarConfig {
+            partitions,
+            full_replicas: Self::default_full_replicas(),
+            replicas_per_partition: Self::default_replicas(),
+            workers: Self::default_workers(),
+            iteration_ms: Self::default_iteration_ms(),
+            hybrid_replication: Self::default_hybrid(),
+            cross_partition: 0.0,
+            placement: None,
+        }
+    }
+
+    /// The iteration time.
+    pub fn iteration(&self) -> Duration {
+        Duration::from_millis(self.iteration_ms)
+    }
+
+    /// Checks each field's range against a cluster of `nodes` nodes.
+    fn validate(&self, nodes: u32) -> Result<(), ConfigError> {
+        if self.partitions == 0 || self.partitions > 1 << 16 {
+            return Err(invalid(format!(
+                "[star] partitions must be 1..=65536, not {}",
+                self.partitions
+            )));
+        }
+        if self.full_replicas == 0 {
+            return Err(invalid(
+                "[star] full_replicas must be at least 1: the single-master phase runs on a node with a full copy",
+            ));
+        }
+        if self.full_replicas > nodes {
+            return Err(invalid(format!(
+                "[star] full_replicas = {} but the cluster has {nodes} nodes",
+                self.full_replicas
+            )));
+        }
+        if self.replicas_per_partition == 0 || self.replicas_per_partition > nodes {
+            return Err(invalid(format!(
+                "[star] replicas_per_partition must be 1..={nodes} (the number of nodes), not {}",
+                self.replicas_per_partition
+            )));
+        }
+        if self.workers == 0 || self.workers > 1024 {
+            return Err(invalid(format!(
+                "[star] workers must be 1..=1024, not {}",
+                self.workers
+            )));
+        }
+        if self.iteration_ms == 0 || self.iteration_ms > 60_000 {
+            return Err(invalid(format!(
+                "[star] iteration_ms must be 1..=60000, not {}",
+                self.iteration_ms
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.cross_partition) {
+            return Err(invalid(format!(
+                "[star] cross_partition must be between 0 and 1, not {}",
+                self.cross_partition
+            )));
+        }
+        if let Some(placement) = &self.placement {
+            if placement.len() != self.partitions as usize {
+                return Err(invalid(format!(
+                    "[star] placement lists {} partitions, but partitions = {}",
+                    placement.len(),
+                    self.partitions
+                )));
+            }
+            for (p, nodes_of) in placement.iter().enumerate() {
+                if let Some(&n) = nodes_of.iter().find(|&&n| n >= nodes) {
+                    return Err(invalid(format!(
+                        "[star] placement of partition {p} names node {n}, but node ids are 0..{}",
+                        nodes - 1
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One cluster member.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeConfig {
@@ -144,6 +287,8 @@ pub struct ClusterConfig {
     pub server: ServerSettings,
     /// Transport settings.
     pub net: NetSettings,
+    /// The STAR deployment, if the file has a `[star]` table.
+    pub star: Option<StarConfig>,
 }
 
 /// The hash partition of `key` among `partitions` (a fixed mix, identical in every process).
@@ -195,6 +340,7 @@ impl ClusterConfig {
                 .collect(),
             server,
             net,
+            star: None,
         };
         Self::validate(raw)
     }
@@ -214,6 +360,7 @@ impl ClusterConfig {
                 .collect(),
             server: self.server,
             net: self.net,
+            star: self.star.clone(),
         };
         toml::to_string(&raw).expect("a validated configuration always serializes")
     }
@@ -328,12 +475,16 @@ impl ClusterConfig {
         if raw.net.poll_us > 10_000 {
             return Err(invalid("[net] poll_us must be at most 10 ms"));
         }
+        if let Some(star) = &raw.star {
+            star.validate(n as u32)?;
+        }
         Ok(ClusterConfig {
             nodes,
             partitions,
             placement,
             server: raw.server,
             net: raw.net,
+            star: raw.star,
         })
     }
 

@@ -53,4 +53,12 @@ pub trait Node {
     fn is_done(&self) -> bool {
         false
     }
+
+    /// True while the node has work of its own to go on with (a node that runs transactions in
+    /// slices, such as STAR's): the TCP runtime then handles whatever input is ready without waiting
+    /// for more and calls [`Node::on_tick`] again at once, instead of polling and sleeping until the
+    /// next input or tick. The simulator keeps its ticks, so runs stay deterministic.
+    fn busy(&self) -> bool {
+        false
+    }
 }

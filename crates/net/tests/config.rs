@@ -139,3 +139,90 @@ fn a_missing_file_names_the_path() {
     assert!(matches!(e, ConfigError::Io { .. }));
     assert!(e.to_string().contains("/nonexistent/cluster.toml"));
 }
+
+const STAR: &str = r#"
+[[nodes]]
+id = 0
+addr = "127.0.0.1:7100"
+[[nodes]]
+id = 1
+addr = "127.0.0.1:7101"
+[[nodes]]
+id = 2
+addr = "127.0.0.1:7102"
+[star]
+partitions = 4
+cross_partition = 0.2
+iteration_ms = 5
+"#;
+
+#[test]
+fn a_star_table_parses_with_defaults_and_round_trips() {
+    let c = ClusterConfig::from_toml(STAR).unwrap();
+    let star = c.star.clone().expect("a [star] table");
+    assert_eq!(star.partitions, 4);
+    assert_eq!(star.full_replicas, 1);
+    assert_eq!(star.replicas_per_partition, 2);
+    assert_eq!(star.workers, 1);
+    assert!(star.hybrid_replication);
+    assert_eq!(star.iteration(), std::time::Duration::from_millis(5));
+    assert_eq!(star.placement, None);
+    assert_eq!(c.partitions, 3, "RAMP's partitions keep their own default");
+    assert_eq!(ClusterConfig::from_toml(&c.to_toml()).unwrap(), c);
+    let explicit = format!("{STAR}placement = [[1, 0], [2, 0], [1, 0], [2, 0]]\n");
+    let c = ClusterConfig::from_toml(&explicit).unwrap();
+    assert_eq!(
+        c.star.as_ref().unwrap().placement.as_ref().unwrap()[1],
+        vec![2, 0]
+    );
+    assert_eq!(ClusterConfig::from_toml(&c.to_toml()).unwrap(), c);
+    assert_eq!(
+        ClusterConfig::from_toml(GOOD).unwrap().star,
+        None,
+        "files without [star] are unchanged"
+    );
+}
+
+#[test]
+fn bad_star_tables_are_refused_with_the_field() {
+    let nodes_and_table = &STAR[..STAR.find("[star]\n").unwrap() + "[star]\n".len()];
+    let with = |extra: &str| format!("{nodes_and_table}{extra}\n");
+    for (extra, expect) in [
+        ("partitions = 0", "partitions must be 1..=65536"),
+        (
+            "partitions = 4\nfull_replicas = 0",
+            "full_replicas must be at least 1",
+        ),
+        (
+            "partitions = 4\nfull_replicas = 4",
+            "full_replicas = 4 but the cluster has 3 nodes",
+        ),
+        (
+            "partitions = 4\nreplicas_per_partition = 4",
+            "replicas_per_partition must be 1..=3",
+        ),
+        ("partitions = 4\nworkers = 0", "workers must be 1..=1024"),
+        (
+            "partitions = 4\niteration_ms = 0",
+            "iteration_ms must be 1..=60000",
+        ),
+        (
+            "partitions = 4\ncross_partition = 1.5",
+            "cross_partition must be between 0 and 1",
+        ),
+        (
+            "partitions = 4\nplacement = [[1, 0]]",
+            "placement lists 1 partitions",
+        ),
+        (
+            "partitions = 2\nplacement = [[1, 0], [7, 0]]",
+            "placement of partition 1 names node 7",
+        ),
+        ("partitions = 4\nreplicas = 2", "unknown field"),
+    ] {
+        let e = err(&with(extra));
+        assert!(e.contains(expect), "{extra:?}: got {e:?}");
+    }
+    let e = err(&STAR.replace("partitions = 4\n", ""));
+    assert!(e.contains("missing field `partitions`"), "{e}");
+}

@@ -147,3 +147,51 @@ fn a_listener_on_a_taken_port_is_an_error() {
     let err = run_blocking(&mut Echo, opts, rx).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
 }
+
+/// Echoes like [`Echo`] and always has work of its own: counts the ticks it is given.
+struct BusyEcho {
+    ticks: u64,
+}
+
+impl Node for BusyEcho {
+    type Msg = Msg;
+    fn on_message<T: Transport<Msg>>(&mut self, net: &mut T, from: Addr, msg: Msg) {
+        if let Msg::Echo(n) = msg {
+            net.send(from, Msg::Back(n));
+        }
+    }
+    fn on_tick<T: Transport<Msg>>(&mut self, _: &mut T) {
+        self.ticks += 1;
+    }
+    fn busy(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_busy_node_is_ticked_again_at_once_and_still_answers_and_stops() {
+    let addr = free_addr();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let server = std::thread::spawn(move || {
+        let mut opts = TcpOptions::new(0, vec![]);
+        opts.listen = Some(addr);
+        opts.tick = Duration::from_secs(3600);
+        let mut node = BusyEcho { ticks: 0 };
+        run_blocking(&mut node, opts, stop_rx).map(|()| node.ticks)
+    });
+    let mut client = Sender::new(2000);
+    let (_never, rx) = tokio::sync::watch::channel(false);
+    run_blocking(
+        &mut client,
+        TcpOptions::new(CLIENT_ADDR_BASE, vec![(0, addr)]),
+        rx,
+    )
+    .unwrap();
+    let _ = stop.send(true);
+    let ticks = server.join().unwrap().unwrap();
+    assert_eq!(client.received.len(), 2000);
+    assert!(
+        ticks > 2,
+        "a busy node with an hour-long tick period was ticked {ticks} times"
+    );
+}

@@ -4,7 +4,9 @@
 //! message the node sends while handling those batches is encoded straight into a per-peer buffer, and
 //! each buffer leaves as one frame when the loop has nothing more to process. So many clients share a
 //! connection and small messages travel together. Out of input, the loop polls a little longer before
-//! it sleeps, as waking a sleeping core is slow on virtual machines. An optional delay holds each frame back before it
+//! it sleeps, as waking a sleeping core is slow on virtual machines. A node that reports itself
+//! [`Node::busy`] is neither polled for nor put to sleep: the loop takes in what has arrived and calls
+//! its tick again. An optional delay holds each frame back before it
 //! is written, which emulates network latency on one machine.
 
 mod conn;
@@ -259,6 +261,28 @@ where
         net.flush();
         if node.is_done() {
             break;
+        }
+        if node.busy() {
+            // The node has work of its own: take in what has arrived, then give it its next slice.
+            tokio::task::yield_now().await;
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                _ = std::future::ready(()) => {}
+            }
+            for _ in 0..4096 {
+                match events.try_recv() {
+                    Ok(ev) => handle(node, &mut net, ev),
+                    Err(_) => break,
+                }
+            }
+            if let Some(rx) = inject.as_mut() {
+                while let Ok(msg) = rx.try_recv() {
+                    node.on_message(&mut net, opts.me, msg);
+                }
+            }
+            node.on_tick(&mut net);
+            continue;
         }
         poll(&events, inject.as_ref(), opts.poll).await;
         tokio::select! {
