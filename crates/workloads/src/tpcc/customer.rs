@@ -4,12 +4,13 @@
 use phasedb_txn::{Protocol, Tx, TxResult, columns};
 use rand::RngExt;
 use rand::rngs::SmallRng;
+use serde::{Deserialize, Serialize};
 
 use super::random::{NuRandC, customer_id, last_name_number};
 use super::schema::{MAX_C, Tables, customer_name, customer_name_key, customer_of_name_key};
 
 /// How a transaction names its customer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CustomerBy {
     /// By `C_ID`.
     Id(u32),

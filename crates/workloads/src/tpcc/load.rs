@@ -11,12 +11,6 @@ use super::schema::*;
 /// Seed of the load's random numbers (the population is the same for every run).
 const LOAD_SEED: u64 = 0x7bcc_10ad;
 
-/// Key of a history row: the inserting thread's number (0 for the load) and its sequence number.
-pub fn history_key(origin: u64, seq: u64) -> u64 {
-    debug_assert!(seq < 1 << 48);
-    origin << 48 | seq
-}
-
 /// Writes rows of one table through a reused image buffer.
 struct Rows<'a, P: Protocol> {
     db: &'a Database<P>,
@@ -51,7 +45,9 @@ fn set_address(rng: &mut SmallRng, r: &mut RowBuf<'_>, street_1: usize) {
     r.set_bytes(street_1 + 4, &zip(rng));
 }
 
-/// Loads every table for `warehouses` warehouses; `c` are the NURand constants of the load.
+/// Loads every table for `warehouses` warehouses; `c` are the NURand constants of the load. The rows
+/// of each warehouse, and the items, are the same whatever else is loaded (each warehouse draws from
+/// its own seed), so a node that loads only some warehouses has the same rows as a full load.
 pub fn load<P: Protocol>(db: &Database<P>, t: &Tables, warehouses: u32, c: NuRandC) {
     load_items(db, t);
     let threads = std::thread::available_parallelism()
@@ -68,7 +64,8 @@ pub fn load<P: Protocol>(db: &Database<P>, t: &Tables, warehouses: u32, c: NuRan
     });
 }
 
-fn load_items<P: Protocol>(db: &Database<P>, t: &Tables) {
+/// Loads the items (which belong to no warehouse).
+pub(super) fn load_items<P: Protocol>(db: &Database<P>, t: &Tables) {
     use super::schema::item::*;
     let mut rng = SmallRng::seed_from_u64(LOAD_SEED);
     let mut rows = Rows { db, buf: vec![] };
@@ -85,7 +82,7 @@ fn load_items<P: Protocol>(db: &Database<P>, t: &Tables) {
 }
 
 /// Loads warehouse `w` with its stock, districts, customers, history and orders.
-fn load_warehouse<P: Protocol>(db: &Database<P>, t: &Tables, w: u32, c: NuRandC) {
+pub(super) fn load_warehouse<P: Protocol>(db: &Database<P>, t: &Tables, w: u32, c: NuRandC) {
     let mut rng = SmallRng::seed_from_u64(LOAD_SEED ^ (w as u64).wrapping_mul(0x9e37_79b9));
     let mut rows = Rows { db, buf: vec![] };
     {
@@ -172,8 +169,7 @@ fn load_customers<P: Protocol>(
         rows.put(t.customer_name, customer_name_key(w, d, number, c), |r| {
             r.set_bytes(customer_name::C_FIRST, &first[..first_len]);
         });
-        let seq = ((w as u64 * DISTRICTS as u64 + d as u64) << 12) | c as u64;
-        rows.put(t.history, history_key(0, seq), |r| {
+        rows.put(t.history, history_key(w, 0, d << C_BITS | c), |r| {
             use super::schema::history::*;
             r.set_u64(H_C_ID, c as u64);
             r.set_u64(H_C_D_ID, d as u64);

@@ -6,6 +6,9 @@
 //! think time. Delivery runs as one transaction over the ten districts rather than deferred.
 //! Coarse mode versions each row as a whole; fine mode splits rows into column groups so that fields
 //! read and fields updated by different transactions do not falsely conflict (see [`schema`]).
+//!
+//! [`TpccProcedures`] runs NewOrder and Payment for partitioned deployments (a partition per
+//! warehouse), with the same generation and procedures.
 
 mod check;
 mod config;
@@ -15,11 +18,12 @@ mod load;
 pub mod new_order;
 pub mod order_status;
 pub mod payment;
+mod procedures;
 pub mod random;
 pub mod schema;
 pub mod stock_level;
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use phasedb_txn::{Database, Protocol, TxError, TxResult, Worker};
 use rand::rngs::SmallRng;
@@ -27,6 +31,7 @@ use rand::{RngExt, SeedableRng};
 
 use crate::Workload;
 pub use config::{TpccConfig, TpccMix};
+pub use procedures::{ProceduresMix, TpccGen, TpccProcedures, TpccProceduresConfig, TpccRequest};
 use random::NuRandC;
 use schema::Tables;
 
@@ -58,7 +63,7 @@ pub struct Tpcc {
     /// NURand constants of the run (`C_LAST`'s obeys the delta rule against the load's).
     c_run: NuRandC,
     /// Threads created so far; numbers the history rows each inserts.
-    threads: AtomicU64,
+    threads: AtomicU32,
     /// Per district, an order id below which no new-order row exists (the order after the last one
     /// delivered): where Delivery starts looking.
     first_new_order: Vec<AtomicU32>,
@@ -69,8 +74,8 @@ pub struct Tpcc {
 pub struct TpccThread {
     rng: SmallRng,
     home: u32,
-    history_origin: u64,
-    history_seq: u64,
+    history_origin: u32,
+    history_seq: u32,
     new_order: new_order::Input,
     payment: payment::Input,
     order_status: order_status::Input,
@@ -125,15 +130,13 @@ impl Default for Scratch {
 impl Tpcc {
     /// A workload with settings `cfg` (validated by the caller).
     pub fn new(cfg: TpccConfig) -> Tpcc {
-        let mut rng = SmallRng::seed_from_u64(0xc0ff_ee00 ^ cfg.warehouses as u64);
-        let c_load = NuRandC::random(&mut rng);
-        let c_run = c_load.for_run(&mut rng);
+        let (c_load, c_run) = nurand_constants(cfg.warehouses);
         Tpcc {
             cfg,
             tables: Tables::default(),
             c_load,
             c_run,
-            threads: AtomicU64::new(0),
+            threads: AtomicU32::new(0),
             first_new_order: Vec::new(),
         }
     }
@@ -169,6 +172,28 @@ impl Tpcc {
         }
         unreachable!("r is below the sum of the weights")
     }
+}
+
+/// The NURand constants of the load and of the run for `warehouses` warehouses: fixed by the scale,
+/// so every node of a partitioned deployment loads and generates alike.
+fn nurand_constants(warehouses: u32) -> (NuRandC, NuRandC) {
+    let mut rng = SmallRng::seed_from_u64(0xc0ff_ee00 ^ warehouses as u64);
+    let c_load = NuRandC::random(&mut rng);
+    let c_run = c_load.for_run(&mut rng);
+    (c_load, c_run)
+}
+
+/// Deserializes a count and refuses one above `N` (the length of the array it counts into).
+fn serde_at_most<'de, D: serde::Deserializer<'de>, const N: usize>(
+    d: D,
+) -> Result<usize, D::Error> {
+    let n = <usize as serde::Deserialize>::deserialize(d)?;
+    if n > N {
+        return Err(serde::de::Error::custom(format_args!(
+            "count {n} is above the most, {N}"
+        )));
+    }
+    Ok(n)
 }
 
 /// Runs `f` between `probe(true)` and `probe(false)`.
@@ -223,6 +248,7 @@ impl Workload for Tpcc {
 
     fn thread(&self, index: usize, seed: u64) -> TpccThread {
         let origin = self.threads.fetch_add(1, Ordering::Relaxed) + 1;
+        debug_assert!(origin <= schema::MAX_HISTORY_ORIGIN);
         TpccThread {
             rng: SmallRng::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
             home: (index % self.cfg.warehouses as usize) as u32 + 1,
@@ -250,8 +276,8 @@ impl Workload for Tpcc {
         match ty {
             NEW_ORDER => th.new_order.generate(&mut th.rng, cfg, c, th.home),
             PAYMENT => {
-                th.history_seq += 1;
-                let key = load::history_key(th.history_origin, th.history_seq);
+                th.history_seq = th.history_seq.wrapping_add(1);
+                let key = schema::history_key(th.home, th.history_origin, th.history_seq);
                 th.payment.generate(&mut th.rng, cfg, c, th.home, key);
             }
             ORDER_STATUS => th.order_status.generate(&mut th.rng, c, th.home),
@@ -308,7 +334,13 @@ impl Workload for Tpcc {
 
     fn check<P: Protocol>(&self, db: &Database<P>) -> Result<(), String> {
         let delivery_in_mix = self.cfg.mix.weights()[DELIVERY] > 0;
-        check::check(db, &self.tables, self.cfg.warehouses, delivery_in_mix)
+        check::check(
+            db,
+            &self.tables,
+            self.cfg.warehouses,
+            delivery_in_mix,
+            |_| true,
+        )
     }
 
     fn settings(&self) -> Vec<(&'static str, String)> {

@@ -5,25 +5,30 @@ use phasedb_storage::TableId;
 use phasedb_txn::{Conflict, Protocol, RowWriter, Tx, TxError, TxResult, columns};
 use rand::RngExt;
 use rand::rngs::SmallRng;
+use serde::{Deserialize, Serialize};
 
 use super::random::{NuRandC, customer_id, is_original, item_id, now_micros};
 use super::schema::*;
 use super::{TpccConfig, missing, other_warehouse};
 
 /// One order line's input.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Line {
     pub i_id: u32,
     pub supply_w_id: u32,
     pub quantity: u32,
 }
 
-/// The terminal input of a New-Order (clause 2.4.1).
-#[derive(Clone, Debug, Default)]
+/// The terminal input of a New-Order (clause 2.4.1): a plain value, drawn by [`Input::generate`]
+/// (or [`Input::generate_partitioned`]) and run by [`run`], which a partitioned deployment sends
+/// over the wire.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Input {
     pub w_id: u32,
     pub d_id: u32,
     pub c_id: u32,
+    /// The lines used, `lines[..ol_cnt]`; a decoded input has at most [`MAX_OL_CNT`].
+    #[serde(deserialize_with = "super::serde_at_most::<_, MAX_OL_CNT>")]
     pub ol_cnt: usize,
     pub lines: [Line; MAX_OL_CNT],
     pub all_local: bool,
@@ -31,8 +36,48 @@ pub struct Input {
 }
 
 impl Input {
-    /// Generates the input of a New-Order from home warehouse `home`.
+    /// Generates the input of a New-Order from home warehouse `home`: each line is supplied by
+    /// another warehouse with probability `cfg.remote_item_ratio` (clause 2.4.1.5).
     pub fn generate(&mut self, rng: &mut SmallRng, cfg: &TpccConfig, c: &NuRandC, home: u32) {
+        let remote = cfg.warehouses > 1;
+        self.draw(rng, c, home, |rng| {
+            if remote && rng.random_bool(cfg.remote_item_ratio) {
+                other_warehouse(rng, home, cfg.warehouses)
+            } else {
+                home
+            }
+        });
+    }
+
+    /// Generates the input of a New-Order from home warehouse `home` for a partitioned deployment:
+    /// every line is supplied by `home`, except, when `remote` names another warehouse, one line
+    /// chosen uniformly, which it supplies (as nearly every remote New-Order of the specification's
+    /// 1% per line has exactly one remote line).
+    pub fn generate_partitioned(
+        &mut self,
+        rng: &mut SmallRng,
+        c: &NuRandC,
+        home: u32,
+        remote: Option<u32>,
+    ) {
+        self.draw(rng, c, home, |_| home);
+        if let Some(w) = remote {
+            let n = rng.random_range(0..self.ol_cnt);
+            self.lines[n].supply_w_id = w;
+            self.all_local = w == home;
+        }
+    }
+
+    /// Draws the terminal input (clause 2.4.1) with each line's supply warehouse from `supply`; 1%
+    /// of orders end with an unused item.
+    #[inline]
+    fn draw(
+        &mut self,
+        rng: &mut SmallRng,
+        c: &NuRandC,
+        home: u32,
+        mut supply: impl FnMut(&mut SmallRng) -> u32,
+    ) {
         self.w_id = home;
         self.d_id = rng.random_range(1..=DISTRICTS);
         self.c_id = customer_id(rng, c);
@@ -45,12 +90,8 @@ impl Input {
             } else {
                 item_id(rng, c)
             };
-            line.supply_w_id = if cfg.warehouses > 1 && rng.random_bool(cfg.remote_item_ratio) {
-                self.all_local = false;
-                other_warehouse(rng, home, cfg.warehouses)
-            } else {
-                home
-            };
+            line.supply_w_id = supply(rng);
+            self.all_local &= line.supply_w_id == home;
             line.quantity = rng.random_range(1..=10);
         }
         self.entry_d = now_micros();

@@ -7,14 +7,17 @@ use std::io::Write;
 use phasedb_txn::{Protocol, SplitOp, Tx, TxResult, columns};
 use rand::RngExt;
 use rand::rngs::SmallRng;
+use serde::{Deserialize, Serialize};
 
 use super::customer::{self as by, CustomerBy};
 use super::random::{NuRandC, now_micros};
 use super::schema::*;
 use super::{Scratch, TpccConfig, missing, other_warehouse};
 
-/// The terminal input of a Payment (clause 2.5.1).
-#[derive(Clone, Debug, Default)]
+/// The terminal input of a Payment (clause 2.5.1): a plain value, drawn by [`Input::generate`] (or
+/// [`Input::generate_partitioned`]) and run by [`run`], which a partitioned deployment sends over
+/// the wire.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Input {
     /// The warehouse and district paid to.
     pub w_id: u32,
@@ -30,12 +33,13 @@ pub struct Input {
     pub amount: i64,
     /// `H_DATE`.
     pub date: u64,
-    /// Key of the history row to insert (unique per generated payment).
+    /// Key of the history row to insert (unique per generated payment; see [`history_key`]).
     pub history_key: u64,
 }
 
 impl Input {
-    /// Generates the input of a Payment from home warehouse `home`.
+    /// Generates the input of a Payment from home warehouse `home`: with probability
+    /// `cfg.remote_payment_ratio` the customer is of another warehouse (clause 2.5.1.2).
     pub fn generate(
         &mut self,
         rng: &mut SmallRng,
@@ -44,11 +48,42 @@ impl Input {
         home: u32,
         history_key: u64,
     ) {
+        self.draw(rng, c, home, history_key, |rng| {
+            // With one warehouse, "remote" can only mean another district of it.
+            rng.random_bool(cfg.remote_payment_ratio)
+                .then(|| other_warehouse(rng, home, cfg.warehouses))
+        });
+    }
+
+    /// Generates the input of a Payment from home warehouse `home` for a partitioned deployment:
+    /// the customer is of warehouse `remote` (any of its districts) when given, else of the
+    /// district paid to.
+    pub fn generate_partitioned(
+        &mut self,
+        rng: &mut SmallRng,
+        c: &NuRandC,
+        home: u32,
+        remote: Option<u32>,
+        history_key: u64,
+    ) {
+        self.draw(rng, c, home, history_key, |_| remote);
+    }
+
+    /// Draws the terminal input (clause 2.5.1); `remote` says whether the customer is remote, and
+    /// of which warehouse.
+    #[inline]
+    fn draw(
+        &mut self,
+        rng: &mut SmallRng,
+        c: &NuRandC,
+        home: u32,
+        history_key: u64,
+        remote: impl FnOnce(&mut SmallRng) -> Option<u32>,
+    ) {
         self.w_id = home;
         self.d_id = rng.random_range(1..=DISTRICTS);
-        if rng.random_bool(cfg.remote_payment_ratio) {
-            // With one warehouse, "remote" can only mean another district of it.
-            self.c_w_id = other_warehouse(rng, home, cfg.warehouses);
+        if let Some(w) = remote(rng) {
+            self.c_w_id = w;
             self.c_d_id = rng.random_range(1..=DISTRICTS);
         } else {
             self.c_w_id = home;

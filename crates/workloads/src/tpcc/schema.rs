@@ -21,11 +21,13 @@ use ColumnType::{Bounded, Fixed, I64, U64};
 /// Bits of a warehouse id in keys (so at most 65,535 warehouses).
 pub const W_BITS: u32 = 16;
 const D_BITS: u32 = 4;
-const C_BITS: u32 = 12;
+pub(super) const C_BITS: u32 = 12;
 const O_BITS: u32 = 32;
 const OL_BITS: u32 = 4;
 const I_BITS: u32 = 17;
 const LAST_BITS: u32 = 10;
+const ORIGIN_BITS: u32 = 16;
+const SEQ_BITS: u32 = 32;
 
 /// Districts per warehouse.
 pub const DISTRICTS: u32 = 10;
@@ -410,6 +412,27 @@ pub fn stock_key(w: u32, i: u32) -> u64 {
         .field(w as u64, W_BITS)
         .field(i as u64, I_BITS)
         .key()
+}
+
+/// Key of a history row (HISTORY has no primary key in TPC-C): the warehouse paid to (`H_W_ID`, so
+/// the row is partitioned with its warehouse), the number of whoever inserted it (0 for the load, a
+/// thread or request generator otherwise; at most [`MAX_HISTORY_ORIGIN`]) and its sequence number
+/// there.
+pub fn history_key(w: u32, origin: u32, seq: u32) -> u64 {
+    CompositeKey::new()
+        .field(w as u64, W_BITS)
+        .field(origin as u64, ORIGIN_BITS)
+        .field(seq as u64, SEQ_BITS)
+        .key()
+}
+
+/// Largest origin a history key can hold.
+pub const MAX_HISTORY_ORIGIN: u32 = (1 << ORIGIN_BITS) - 1;
+
+/// The warehouse of a key of any table but WAREHOUSE (whose key is the warehouse id) and ITEM
+/// (which belongs to no warehouse): every other key starts with the warehouse id.
+pub fn warehouse_of_key(key: u64) -> u32 {
+    (key >> (64 - W_BITS)) as u32
 }
 
 /// Key of item `i`.

@@ -8,5 +8,6 @@ mod common;
 mod bank;
 mod incr;
 mod like;
+mod procedures;
 mod rubis;
 mod tpcc;

@@ -1,10 +1,17 @@
 //! YCSB in the three shapes the seeds use: STAR's and DBx1000's (each operation reads a row or
 //! reads and rewrites it), the timestamp-granularity paper's (each operation reads or writes one
-//! column of a zipfian key) and RAMP's (read-only and write-only transactions).
+//! column of a zipfian key) and RAMP's (read-only and write-only transactions); and STAR's shape
+//! split into partitions for partitioned deployments ([`YcsbProcedures`]).
+
+mod procedures;
+
+pub use procedures::{OPS, YcsbGen, YcsbOp, YcsbProcedures, YcsbProceduresConfig, YcsbRequest};
+
+use std::ops::Range;
 
 use phasedb_keys::Zipf;
 use phasedb_storage::{ColumnType, Schema, TableSpec};
-use phasedb_txn::{Database, Protocol, TableId, TxResult, Worker, columns};
+use phasedb_txn::{Database, Protocol, TableId, Tx, TxResult, Worker, columns};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
@@ -154,20 +161,7 @@ impl Ycsb {
 
     /// The schema of the YCSB table.
     pub fn schema(&self) -> Schema {
-        let mut b = Schema::builder();
-        for c in 0..self.cfg.columns {
-            let group = if self.cfg.fine && self.cfg.columns > 1 {
-                c % 2
-            } else {
-                0
-            };
-            b = b.column(
-                &format!("field{c}"),
-                ColumnType::Fixed(self.cfg.column_size as u16),
-                group,
-            );
-        }
-        b.build().expect("the YCSB schema is valid")
+        table_schema(self.cfg.columns, self.cfg.column_size, self.cfg.fine)
     }
 
     #[inline]
@@ -221,19 +215,9 @@ impl Workload for Ycsb {
             self.schema(),
             self.cfg.rows as usize,
         ));
-        let schema = db.table(self.table).schema().clone();
         let mut rng = SmallRng::seed_from_u64(0x7c5b);
-        let mut row = vec![0u64; schema.row_words()];
-        let mut bytes = vec![0u8; self.cfg.column_size];
-        for key in 0..self.cfg.rows {
-            let mut w = phasedb_storage::RowBuf::new(&schema, &mut row);
-            for c in 0..self.cfg.columns {
-                rng.fill(&mut bytes[..]);
-                w.set_bytes(c, &bytes);
-            }
-            db.load_image(self.table, key, &row)
-                .expect("YCSB keys are distinct");
-        }
+        let shape = (self.cfg.columns, self.cfg.column_size);
+        load_rows(db, self.table, shape, 0..self.cfg.rows, &mut rng);
     }
 
     fn rng<'a>(&self, thread: &'a mut YcsbThread) -> &'a mut SmallRng {
@@ -262,42 +246,40 @@ impl Workload for Ycsb {
         let offset = th.rng.random_range(0..4096);
         let value = &th.values[offset..offset + cfg.column_size];
         let ops = &th.ops;
-        worker.execute(ty, |tx| {
-            tx.prefetch(t, ops.iter().map(|o| o.key));
-            for op in ops {
-                match cfg.variant {
-                    Variant::Star => {
-                        let row = tx.get(t, op.key)?;
-                        debug_assert!(row.is_some(), "YCSB rows are never deleted");
-                        if op.write {
-                            tx.update(t, op.key, |w| {
-                                for c in 0..cfg.columns {
-                                    w.set_bytes(c, value);
-                                }
-                            })?;
-                        }
-                    }
-                    Variant::Granularity => {
-                        if op.write {
-                            tx.update(t, op.key, |w| w.set_bytes(op.column, value))?;
-                        } else {
-                            tx.get_columns(t, op.key, columns(&[op.column]))?;
-                        }
-                    }
-                    Variant::Ramp => {
-                        if op.write {
-                            tx.update(t, op.key, |w| {
-                                for c in 0..cfg.columns {
-                                    w.set_bytes(c, value);
-                                }
-                            })?;
-                        } else {
-                            tx.get(t, op.key)?;
-                        }
+        worker.execute(ty, |tx| match cfg.variant {
+            Variant::Star => star(
+                tx,
+                t,
+                cfg.columns,
+                ops.iter().map(|o| (o.key, o.write)),
+                value,
+            ),
+            Variant::Granularity => {
+                tx.prefetch(t, ops.iter().map(|o| o.key));
+                for op in ops {
+                    if op.write {
+                        tx.update(t, op.key, |w| w.set_bytes(op.column, value))?;
+                    } else {
+                        tx.get_columns(t, op.key, columns(&[op.column]))?;
                     }
                 }
+                Ok(())
             }
-            Ok(())
+            Variant::Ramp => {
+                tx.prefetch(t, ops.iter().map(|o| o.key));
+                for op in ops {
+                    if op.write {
+                        tx.update(t, op.key, |w| {
+                            for c in 0..cfg.columns {
+                                w.set_bytes(c, value);
+                            }
+                        })?;
+                    } else {
+                        tx.get(t, op.key)?;
+                    }
+                }
+                Ok(())
+            }
         })
     }
 
@@ -325,4 +307,67 @@ impl Workload for Ycsb {
             ("granularity", if c.fine { "fine" } else { "coarse" }.into()),
         ]
     }
+}
+
+/// The YCSB table's schema: `columns` fixed-size fields of `column_size` bytes, in one column group,
+/// or (`fine`) even and odd fields in two.
+fn table_schema(columns: usize, column_size: usize, fine: bool) -> Schema {
+    let mut b = Schema::builder();
+    for c in 0..columns {
+        let group = if fine && columns > 1 { c % 2 } else { 0 };
+        b = b.column(
+            &format!("field{c}"),
+            ColumnType::Fixed(column_size as u16),
+            group,
+        );
+    }
+    b.build().expect("the YCSB schema is valid")
+}
+
+/// Loads the rows of `keys` into `table`, each of its `columns` fields `column_size` random bytes
+/// from `rng`.
+fn load_rows<P: Protocol>(
+    db: &Database<P>,
+    table: TableId,
+    (columns, column_size): (usize, usize),
+    keys: Range<u64>,
+    rng: &mut SmallRng,
+) {
+    let schema = db.table(table).schema().clone();
+    let mut row = vec![0u64; schema.row_words()];
+    let mut bytes = vec![0u8; column_size];
+    for key in keys {
+        let mut w = phasedb_storage::RowBuf::new(&schema, &mut row);
+        for c in 0..columns {
+            rng.fill(&mut bytes[..]);
+            w.set_bytes(c, &bytes);
+        }
+        db.load_image(table, key, &row)
+            .expect("YCSB keys are distinct");
+    }
+}
+
+/// STAR's (and DBx1000's) YCSB transaction (STAR §8.1.1): each operation `(key, write)` reads its
+/// whole row, and a write then rewrites every one of its `columns` fields with `value`.
+#[inline]
+fn star<P: Protocol>(
+    tx: &mut Tx<'_, '_, P>,
+    t: TableId,
+    columns: usize,
+    ops: impl Iterator<Item = (u64, bool)> + Clone,
+    value: &[u8],
+) -> TxResult<()> {
+    tx.prefetch(t, ops.clone().map(|(key, _)| key));
+    for (key, write) in ops {
+        let row = tx.get(t, key)?;
+        debug_assert!(row.is_some(), "YCSB rows are never deleted");
+        if write {
+            tx.update(t, key, |w| {
+                for c in 0..columns {
+                    w.set_bytes(c, value);
+                }
+            })?;
+        }
+    }
+    Ok(())
 }
