@@ -352,7 +352,8 @@ fn rescan<P: Protocol<Meta: TidMeta>>(
 }
 
 /// Writes the buffered images into the locked records and publishes `tid` on every locked group,
-/// which unlocks it. Deleted records are queued for unlinking.
+/// which unlocks it (a group listed but not locked, whose only writer is this one, just takes the
+/// word). Deleted records are queued for unlinking.
 #[inline(always)]
 pub(crate) fn install<P: Protocol<Meta: TidMeta>>(
     st: &mut TxState<P::Meta>,
@@ -382,10 +383,16 @@ pub(crate) fn install<P: Protocol<Meta: TidMeta>>(
         } else {
             tid
         };
-        l.rec
+        let meta = l
+            .rec
             .meta(db.table(w.table).layout(), l.group as usize)
-            .tid()
-            .publish(word);
+            .tid();
+        if l.held {
+            meta.publish(word);
+        } else {
+            // Not locked: the writer is the group's only one (Star's partitioned phase).
+            meta.store(word);
+        }
         l.held = false;
         if w.kind == WriteKind::Delete && l.group == 0 {
             st.unlink.push(Unlink {

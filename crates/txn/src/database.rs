@@ -24,7 +24,7 @@ pub const MAX_WORKERS: usize = 1024;
 pub struct Config {
     /// Record every committed transaction's reads and writes for the history checkers (slow; tests).
     pub record_history: bool,
-    /// How often the global epoch advances.
+    /// How often the global epoch advances; zero: only through [`Database::set_epoch`].
     pub epoch_interval: Duration,
     /// Give up on a transaction after this many conflicting attempts (`None`: retry forever).
     pub max_retries: Option<u32>,
@@ -127,6 +127,26 @@ impl<P: Protocol> Database<P> {
             orphans: Mutex::new(VecDeque::new()),
             has_orphans: AtomicBool::new(false),
         }
+    }
+
+    /// Raises the global epoch to `epoch` (monotone: a value at or below the current epoch is
+    /// ignored). With [`Config::epoch_interval`] zero no epoch thread runs and the epoch moves only
+    /// through this call: STAR sets it to the phase number at each phase switch, so every TID of a
+    /// later phase is above every TID of earlier phases on every node (STAR §3: "STAR commits
+    /// transactions and increments the global epoch when the system switches to the next phase").
+    /// Panics if `epoch` does not fit the TID's epoch bits ([`crate::tid::MAX_EPOCH`]).
+    pub fn set_epoch(&self, epoch: u64) {
+        assert!(
+            epoch <= crate::tid::MAX_EPOCH,
+            "epoch {epoch} does not fit a TID (at most {})",
+            crate::tid::MAX_EPOCH
+        );
+        self.epoch.set(epoch);
+    }
+
+    /// The current global epoch (the high bits of the TIDs chosen now).
+    pub fn epoch(&self) -> u64 {
+        self.epoch.current()
     }
 
     /// The protocol's name.

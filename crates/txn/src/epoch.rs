@@ -4,7 +4,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Silo's global epoch: a counter a background thread advances every interval. Workers only read it
-/// (to put it in their TIDs), so it costs no shared write per transaction.
+/// (to put it in their TIDs), so it costs no shared write per transaction. With a zero interval no
+/// thread runs and the epoch moves only through [`EpochClock::set`] (STAR: one epoch per phase).
 pub struct EpochClock {
     shared: Arc<Shared>,
     ticker: Option<JoinHandle<()>>,
@@ -16,12 +17,18 @@ struct Shared {
 }
 
 impl EpochClock {
-    /// Starts the clock at epoch 1, advancing every `interval`.
+    /// Starts the clock at epoch 1, advancing every `interval` (never by itself if it is zero).
     pub fn start(interval: Duration) -> EpochClock {
         let shared = Arc::new(Shared {
             epoch: AtomicU64::new(1),
             stop: AtomicBool::new(false),
         });
+        if interval.is_zero() {
+            return EpochClock {
+                shared,
+                ticker: None,
+            };
+        }
         let s = shared.clone();
         let ticker = std::thread::Builder::new()
             .name("phasedb-epoch".into())
@@ -42,6 +49,12 @@ impl EpochClock {
     #[inline]
     pub fn current(&self) -> u64 {
         self.shared.epoch.load(Ordering::Acquire)
+    }
+
+    /// Raises the epoch to `epoch`; a value at or below the current epoch changes nothing, so the
+    /// epoch never goes back.
+    pub fn set(&self, epoch: u64) {
+        self.shared.epoch.fetch_max(epoch, Ordering::AcqRel);
     }
 }
 

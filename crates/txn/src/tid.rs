@@ -21,6 +21,9 @@ pub const TID_MASK: u64 = SPLIT - 1;
 /// The epoch occupies the TID bits above this shift; the sequence within the epoch the bits below.
 pub const EPOCH_SHIFT: u32 = 32;
 
+/// The largest epoch a TID can carry.
+pub const MAX_EPOCH: u64 = TID_MASK >> EPOCH_SHIFT;
+
 /// The TID held by a word.
 #[inline]
 pub const fn tid(word: u64) -> u64 {

@@ -42,6 +42,9 @@ pub struct Worker<'db, P: Protocol> {
     /// [`Worker::prefetch_ahead`]).
     ahead_records: Footprint,
     ahead_slots: Footprint,
+    /// The TID of the transaction [`Worker::execute`] last committed with writes (0: the last call
+    /// committed nothing, or only read); its sets stay in `state` until the next call.
+    committed: u64,
 }
 
 /// One committed transaction in this many has its latency measured: reading the clock twice costs
@@ -84,6 +87,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
             stashed: Footprint::default(),
             ahead_records: Footprint::default(),
             ahead_slots: Footprint::default(),
+            committed: 0,
         }
     }
 
@@ -135,6 +139,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
                 | (self.slot as u64 & 0x3ff);
         }
         let mut attempt = 0u32;
+        self.committed = 0;
         loop {
             self.db.activity.enter(self.slot, self.db.epoch.current());
             if P::PHASED {
@@ -196,7 +201,8 @@ impl<'db, P: Protocol> Worker<'db, P> {
             self.db.activity.leave(self.slot);
             P::reclaim(&mut self.state, db);
             match outcome {
-                Ok((value, _)) => {
+                Ok((value, tid)) => {
+                    self.committed = tid;
                     let s = self.stats.of_type(ty);
                     s.committed += 1;
                     if timed {
@@ -434,6 +440,12 @@ impl<'db, P: Protocol> Worker<'db, P> {
         if attempt > 8 {
             std::thread::yield_now();
         }
+    }
+
+    /// The transaction [`Worker::execute`] last committed, if it wrote: its TID and its sets (writes,
+    /// images, locks with the words they replaced), as its commit and reclamation left them.
+    pub(crate) fn last_commit(&mut self) -> Option<(u64, &mut TxState<P::Meta>)> {
+        (self.committed != 0).then_some((self.committed, &mut self.state))
     }
 
     /// Takes the history recorded so far (empty unless the database records).

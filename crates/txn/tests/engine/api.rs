@@ -39,7 +39,13 @@ fn keys_in<P: Protocol>(db: &Database<P>, t: TableId, lo: u64, hi: u64) -> Vec<u
 }
 
 fn api_semantics<P: Protocol>(fine: bool) {
+    api_semantics_with::<P>(fine, |_| {});
+}
+
+/// The API's semantics on a database that `prepare` sets up first (a protocol's mode).
+pub(crate) fn api_semantics_with<P: Protocol>(fine: bool, prepare: impl Fn(&Database<P>)) {
     let (db, t) = setup::<P>(fine);
+    prepare(&db);
     // Reads see the transaction's own writes; other transactions see them after commit.
     db.execute(|tx| {
         assert!(tx.update(t, 10, |w| w.set_i64(2, 99))?);

@@ -73,14 +73,26 @@ pub fn random_txn<P: Protocol>(
     mix: Mix,
     rng: &mut SmallRng,
 ) -> TxResult<()> {
+    random_txn_in(tx, t, mix, 0, rng)
+}
+
+/// [`random_txn`] on the keys `base..base + mix.keys` only (scans included): transactions of
+/// different ranges touch disjoint rows, as in a partitioned deployment.
+pub fn random_txn_in<P: Protocol>(
+    tx: &mut Tx<'_, '_, P>,
+    t: TableId,
+    mix: Mix,
+    base: u64,
+    rng: &mut SmallRng,
+) -> TxResult<()> {
     for _ in 0..rng.random_range(1..6) {
         if rng.random_bool(mix.yield_ratio) {
             std::thread::yield_now();
         }
-        let key = rng.random_range(0..mix.keys);
+        let key = base + rng.random_range(0..mix.keys);
         if rng.random_bool(mix.adds) {
-            // Keys are skewed towards 0 so some become hot enough to split.
-            let hot = key.min(rng.random_range(0..3));
+            // Keys are skewed towards the range's start so some become hot enough to split.
+            let hot = base + (key - base).min(rng.random_range(0..3));
             if rng.random_bool(0.5) {
                 tx.add(t, hot, 0, 1)?;
             } else {
@@ -114,8 +126,8 @@ pub fn random_txn<P: Protocol>(
                 tx.delete(t, key)?;
             }
             85..98 => {
-                let lo = rng.random_range(0..mix.keys);
-                let hi = lo + rng.random_range(0..5);
+                let lo = base + rng.random_range(0..mix.keys);
+                let hi = (lo + rng.random_range(0..5)).min(base + mix.keys - 1);
                 let limit = rng.random_range(1..5);
                 let mut sum = 0;
                 tx.scan(t, lo, hi, limit, columns(&[col]), |_, row| {

@@ -8,4 +8,5 @@ mod doppel;
 mod elle;
 mod reclaim;
 mod serializable;
+mod star;
 mod upgrade;

@@ -1,0 +1,291 @@
+//! The byte format of replication records (STAR §5.2), and its checked decoder.
+//!
+//! ```text
+//! batch  := block*
+//! block  := MAGIC (1 byte, 0xA5) · count (u32, little-endian) · record × count
+//! record := kind (1 byte: 0 upsert, 1 delete) · table (varint) · key (varint) · TID (varint)
+//!           · [upsert only: columns (varint bit mask) · the bytes of each column in the mask,
+//!              in column order, exactly as stored in the row]
+//! ```
+//!
+//! Varints are LEB128 (7 bits a byte, low bits first). A column's bytes take its schema width
+//! ([`phasedb_storage::ColumnType::width`]), so a record carries no lengths: the receiving node has
+//! the same tables, and the table id names the schema. [`crate::Worker::write_replication`] starts a
+//! block when it first appends to an empty buffer and counts each record it appends in the block's
+//! header; the count makes a batch cut anywhere but at its end an error, and buffers shipped one
+//! after another may also be concatenated into one batch (several blocks).
+//!
+//! The decoder checks everything before anything is applied: the header, every varint (at most
+//! 64 bits), the kind, the table, the TID (nonzero, within the TID bits), the column mask (nonzero,
+//! within the schema) and that the bytes are all there. It never panics, whatever the input.
+
+use phasedb_storage::{RowView, Schema, TableId};
+use thiserror::Error;
+
+use crate::tid::TID_MASK;
+
+/// First byte of every block.
+pub const MAGIC: u8 = 0xA5;
+/// Bytes of a block header: [`MAGIC`] and the record count.
+const HEADER: usize = 5;
+/// The largest batch [`crate::Database::apply_replication`] accepts; a larger one is refused whole.
+pub const MAX_BATCH_BYTES: usize = 64 << 20;
+
+/// What a replication record does to its row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordKind {
+    /// Creates the row if absent and sets the carried columns.
+    Upsert = 0,
+    /// Removes the row.
+    Delete = 1,
+}
+
+/// Why a batch of replication records was refused; nothing of it was applied.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum ReplicationError {
+    #[error("replication batch of {len} bytes exceeds the limit of {max} bytes")]
+    Oversized { len: usize, max: usize },
+    #[error("replication batch has no block header at byte {at} (found {found:#04x})")]
+    BadHeader { at: usize, found: u8 },
+    #[error("replication batch ends inside the record or block header at byte {at}")]
+    Truncated { at: usize },
+    #[error("replication record at byte {at} has unknown kind {kind}")]
+    BadKind { at: usize, kind: u8 },
+    #[error("replication record at byte {at} names unknown table {table}")]
+    UnknownTable { at: usize, table: u64 },
+    #[error("replication record at byte {at}: the {field} does not fit 64 bits")]
+    VarintOverflow { at: usize, field: &'static str },
+    #[error("replication record at byte {at} carries TID {tid:#x}, zero or beyond the TID bits")]
+    BadTid { at: usize, tid: u64 },
+    #[error(
+        "replication record at byte {at} carries columns {columns:#x}, none or beyond table {table}'s schema"
+    )]
+    BadColumns {
+        at: usize,
+        table: TableId,
+        columns: u64,
+    },
+}
+
+/// One decoded record; `data` holds the carried columns' bytes, in column order.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Record<'a> {
+    pub kind: RecordKind,
+    pub table: TableId,
+    pub key: u64,
+    pub tid: u64,
+    pub columns: u64,
+    pub data: &'a [u8],
+}
+
+/// Appends an upsert of the columns `columns` of row `key`, whose bytes are taken from the row
+/// image `row` (laid out by `schema`), to `buf`.
+pub(crate) fn push_upsert(
+    buf: &mut Vec<u8>,
+    schema: &Schema,
+    table: TableId,
+    key: u64,
+    tid: u64,
+    columns: u64,
+    row: &[u64],
+) {
+    push_head(buf, RecordKind::Upsert, table, key, tid);
+    put_varint(buf, columns);
+    let view = RowView::new(schema, row);
+    let mut m = columns;
+    while m != 0 {
+        let c = m.trailing_zeros() as usize;
+        m &= m - 1;
+        buf.extend_from_slice(view.raw(c));
+    }
+}
+
+/// Appends a delete of row `key` to `buf`.
+pub(crate) fn push_delete(buf: &mut Vec<u8>, table: TableId, key: u64, tid: u64) {
+    push_head(buf, RecordKind::Delete, table, key, tid);
+}
+
+/// Starts a block if `buf` is empty, counts one more record in it, and appends the fields every
+/// record has.
+fn push_head(buf: &mut Vec<u8>, kind: RecordKind, table: TableId, key: u64, tid: u64) {
+    if buf.is_empty() {
+        buf.push(MAGIC);
+        buf.extend_from_slice(&0u32.to_le_bytes());
+    }
+    assert!(
+        buf.len() >= HEADER && buf[0] == MAGIC,
+        "replication records go to buffers that are empty or hold only replication records"
+    );
+    let count = u32::from_le_bytes([buf[1], buf[2], buf[3], buf[4]]);
+    let count = count
+        .checked_add(1)
+        .expect("a replication buffer holds at most u32::MAX records: ship it sooner");
+    buf[1..HEADER].copy_from_slice(&count.to_le_bytes());
+    buf.push(kind as u8);
+    put_varint(buf, table as u64);
+    put_varint(buf, key);
+    put_varint(buf, tid);
+}
+
+fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
+/// Reads a batch record by record, checking each against the schemas `schema_of` gives (`None`:
+/// no such table).
+pub(crate) struct Decoder<'a, F> {
+    bytes: &'a [u8],
+    pos: usize,
+    /// Records left in the current block.
+    left: u32,
+    schema_of: F,
+    failed: bool,
+}
+
+impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Decoder<'a, F> {
+    /// A decoder of `bytes`; refuses a batch over [`MAX_BATCH_BYTES`] at its first step.
+    pub fn new(bytes: &'a [u8], schema_of: F) -> Self {
+        Decoder {
+            bytes,
+            pos: 0,
+            left: 0,
+            schema_of,
+            failed: false,
+        }
+    }
+
+    fn byte(&mut self) -> Result<u8, ReplicationError> {
+        let b = *self
+            .bytes
+            .get(self.pos)
+            .ok_or(ReplicationError::Truncated { at: self.pos })?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn varint(&mut self, field: &'static str) -> Result<u64, ReplicationError> {
+        let at = self.pos;
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            let bits = (b & 0x7f) as u64;
+            if shift == 63 && bits > 1 {
+                return Err(ReplicationError::VarintOverflow { at, field });
+            }
+            v |= bits << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(ReplicationError::VarintOverflow { at, field })
+    }
+
+    fn record(&mut self) -> Result<Record<'a>, ReplicationError> {
+        let at = self.pos;
+        self.record_at(at).map_err(|e| match e {
+            ReplicationError::Truncated { .. } => ReplicationError::Truncated { at },
+            e => e,
+        })
+    }
+
+    fn record_at(&mut self, at: usize) -> Result<Record<'a>, ReplicationError> {
+        let kind = match self.byte()? {
+            0 => RecordKind::Upsert,
+            1 => RecordKind::Delete,
+            kind => return Err(ReplicationError::BadKind { at, kind }),
+        };
+        let table = self.varint("table id")?;
+        let schema = u32::try_from(table)
+            .ok()
+            .and_then(|t| (self.schema_of)(t))
+            .ok_or(ReplicationError::UnknownTable { at, table })?;
+        let table = table as TableId;
+        let key = self.varint("key")?;
+        let tid = self.varint("TID")?;
+        if tid == 0 || tid > TID_MASK {
+            return Err(ReplicationError::BadTid { at, tid });
+        }
+        let (columns, data) = match kind {
+            RecordKind::Delete => (0, &self.bytes[..0]),
+            RecordKind::Upsert => {
+                let columns = self.varint("column mask")?;
+                if columns == 0 || columns & !schema.all_columns() != 0 {
+                    return Err(ReplicationError::BadColumns { at, table, columns });
+                }
+                let len = columns_width(schema, columns);
+                let data = self
+                    .bytes
+                    .get(self.pos..self.pos + len)
+                    .ok_or(ReplicationError::Truncated { at })?;
+                self.pos += len;
+                (columns, data)
+            }
+        };
+        Ok(Record {
+            kind,
+            table,
+            key,
+            tid,
+            columns,
+            data,
+        })
+    }
+
+    fn step(&mut self) -> Option<Result<Record<'a>, ReplicationError>> {
+        if self.pos == 0 && self.bytes.len() > MAX_BATCH_BYTES {
+            return Some(Err(ReplicationError::Oversized {
+                len: self.bytes.len(),
+                max: MAX_BATCH_BYTES,
+            }));
+        }
+        while self.left == 0 {
+            if self.pos == self.bytes.len() {
+                return None;
+            }
+            let at = self.pos;
+            if self.bytes[at] != MAGIC {
+                return Some(Err(ReplicationError::BadHeader {
+                    at,
+                    found: self.bytes[at],
+                }));
+            }
+            let Some(count) = self.bytes.get(at + 1..at + HEADER) else {
+                return Some(Err(ReplicationError::Truncated { at }));
+            };
+            self.left = u32::from_le_bytes([count[0], count[1], count[2], count[3]]);
+            self.pos = at + HEADER;
+        }
+        self.left -= 1;
+        Some(self.record())
+    }
+}
+
+impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Iterator for Decoder<'a, F> {
+    type Item = Result<Record<'a>, ReplicationError>;
+
+    /// The next record, or the error that ends the batch (after which it yields nothing).
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let item = self.step();
+        self.failed = matches!(item, Some(Err(_)));
+        item
+    }
+}
+
+/// Bytes the columns in `columns` take in a record.
+pub(crate) fn columns_width(schema: &Schema, columns: u64) -> usize {
+    let mut m = columns;
+    let mut len = 0;
+    while m != 0 {
+        let c = m.trailing_zeros() as usize;
+        m &= m - 1;
+        len += schema.column(c).ty.width();
+    }
+    len
+}
