@@ -217,6 +217,43 @@ fn bank_with_audits_allocates_nothing_nocc() {
     bank_with_audits::<NoCc>();
 }
 
+/// STAR's hot path: a partition's only worker commits without locks and appends operation records;
+/// a single-master worker commits with Silo and appends value records (reading each written group
+/// back). Once the buffers have grown, neither allocates per transaction.
+#[test]
+fn star_commits_and_their_replication_records_allocate_nothing() {
+    use phasedb_txn::{ReplicationMode, Star, StarMode};
+    for (mode, records) in [
+        (StarMode::Partitioned, ReplicationMode::Operation),
+        (StarMode::SingleMaster, ReplicationMode::Value),
+    ] {
+        let mut workload = ycsb_star();
+        let mut db = Database::<Star>::open(Config::default());
+        workload.setup(&mut db);
+        db.set_star_mode(mode);
+        let mut worker = db.worker();
+        let mut th = workload.thread(0, seed());
+        let mut bufs = vec![Vec::with_capacity(1 << 20); 2];
+        let mut shipped = 0;
+        let mut run = |n: usize| {
+            for _ in 0..n {
+                workload
+                    .run_one(&mut th, &mut worker)
+                    .expect("YCSB commits");
+                shipped +=
+                    worker.write_replication(records, &mut bufs, |_, key| Some(key as usize % 2));
+                if bufs.iter().any(|b| b.len() > 1 << 16) {
+                    bufs.iter_mut().for_each(Vec::clear);
+                }
+            }
+        };
+        run(WARMUP);
+        let allocations = count_allocations(|| run(MEASURED));
+        assert!(shipped > 0, "{mode:?}: no record written");
+        assert_eq!(allocations, 0, "{mode:?} with {records:?} records");
+    }
+}
+
 /// Doppel in split phases: increments of a split record go to the worker's per-core slice without
 /// allocating. Phase changes (run by this worker, the only one, as coordinator) may allocate a few
 /// buffers each, so the bound is per phase change, not zero.
