@@ -199,8 +199,8 @@ impl StarConfig {
         Duration::from_millis(self.iteration_ms)
     }
 
-    /// Checks each field's range against a cluster of `nodes` nodes.
-    fn validate(&self, nodes: u32) -> Result<(), ConfigError> {
+    /// Checks each field's range against a cluster of `nodes` nodes (loading a cluster file does).
+    pub fn validate(&self, nodes: u32) -> Result<(), ConfigError> {
         if self.partitions == 0 || self.partitions > 1 << 16 {
             return Err(invalid(format!(
                 "[star] partitions must be 1..=65536, not {}",

@@ -1,0 +1,43 @@
+//! STAR: asymmetric replication with phase switching (Lu, Yu, Cao, Madden; VLDB 2019), as a
+//! cluster of sans-I/O [`phasedb_net::Node`]s that each embed the single-node engine
+//! ([`phasedb_txn::Database`] under [`phasedb_txn::Star`]) and run any workload that implements
+//! [`phasedb_txn::Procedures`].
+//!
+//! - [`layout`]: full and partial replicas, each partition's primary and secondaries, the
+//!   coordinator (§3, §5.1, Figure 2).
+//! - [`msg`]: phase begin, the replication fence, the replication stream, requests and replies,
+//!   queries.
+//! - [`node`]: [`StarNode`], one cluster member; [`open_database`] builds its engine.
+//! - `execute`: transactions in slices on the node's thread — partitioned phase (§4.1) on each
+//!   partition's primary, single-master phase (§4.2) on the coordinator.
+//! - [`phase`]: when phases end and how the iteration is split between them (§4.3).
+//! - `fence`: the replication fence between phases (§4.3, Figure 4).
+//! - [`replicate`]: operation and value replication streams, applied in stream order (§5.2).
+//! - `requests`: routing, queues, and results held until their phase ends (§4, §7.1).
+//! - [`stats`]: counters a benchmark gathers with a [`msg::Query`].
+//! - [`serve`](mod@serve): running a node over TCP from the cluster file's `[star]` table.
+//!
+//! What it guarantees: transactions are serializable (§4.4) — one phase at a time, single-partition
+//! transactions one after another on their partition's primary, cross-partition ones under OCC on
+//! the coordinator, and a fence between phases after which every replica of every partition holds
+//! every write of the phase; a client hears of a transaction only after that fence. What it
+//! assumes: no node fails and the network loses nothing (fault tolerance and recovery, §7, are not
+//! built). What it does not do yet: worker threads per node (the layout records `workers`, but a
+//! node runs its transactions inline on its event-loop thread), read-only transactions on
+//! secondaries at read committed during the single-master phase (optional in §4.3).
+
+mod execute;
+mod fence;
+pub mod layout;
+pub mod msg;
+pub mod node;
+pub mod phase;
+pub mod replicate;
+mod requests;
+pub mod serve;
+pub mod stats;
+
+pub use layout::{Layout, LayoutError};
+pub use msg::{Answer, Outcome, PartitionDigest, Phase, PhaseKind, Query, StarMsg};
+pub use node::{StarNode, StarSettings, open_database};
+pub use stats::StarStats;

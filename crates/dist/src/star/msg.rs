@@ -1,0 +1,213 @@
+//! STAR's messages: phase switching and the replication fence (§4.3, Figure 4), the replication
+//! stream (§5), client requests and replies, and queries for statistics, digests and histories.
+//!
+//! Messages carry a workload's request as bytes (its postcard encoding), so they do not depend on
+//! the workload and a node can answer a request it cannot decode with an error. Decoding a whole
+//! message is the wire layer's job (frames are bounded at 16 MiB and checked); the node bounds
+//! what it accepts inside one ([`MAX_REQUEST_BYTES`]) and what it sends ([`MAX_ERROR_BYTES`],
+//! replication batches of about [`crate::star::replicate::FLUSH_BYTES`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::star::stats::StarStats;
+use phasedb_check::History;
+use phasedb_net::Addr;
+use phasedb_txn::PartitionId;
+
+/// A phase number: 1, 2, 3… Odd phases are partitioned, even ones single-master (the system
+/// starts in the partitioned phase and the two alternate, §4.3). Every node sets its engine's
+/// epoch to the phase number, so TIDs of a later phase are above those of every earlier one.
+pub type Phase = u64;
+
+/// The two phases of STAR (§4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PhaseKind {
+    /// Each partition's primary runs its single-partition transactions (§4.1).
+    Partitioned,
+    /// The coordinator runs the cross-partition transactions (§4.2).
+    SingleMaster,
+}
+
+impl PhaseKind {
+    /// The kind of phase `phase`.
+    pub fn of(phase: Phase) -> PhaseKind {
+        if phase % 2 == 1 {
+            PhaseKind::Partitioned
+        } else {
+            PhaseKind::SingleMaster
+        }
+    }
+}
+
+/// Longest request body a node accepts.
+pub const MAX_REQUEST_BYTES: usize = 64 << 10;
+/// Longest error text a node sends.
+pub const MAX_ERROR_BYTES: usize = 256;
+
+/// What became of a client's request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Committed in `phase`; sent once that phase's replication fence completed.
+    Committed {
+        /// The phase it committed in.
+        phase: Phase,
+    },
+    /// The procedure aborted itself in `phase` (nothing written); sent once the phase ended.
+    Aborted {
+        /// The phase it ran in.
+        phase: Phase,
+    },
+    /// Not run, or failed: a request that does not decode, names an unknown partition, reached a
+    /// node that can neither run nor route it, or failed in the engine. Nothing was written.
+    Error(String),
+}
+
+impl Outcome {
+    /// An error outcome with `text` cut to [`MAX_ERROR_BYTES`].
+    pub fn error(text: impl Into<String>) -> Outcome {
+        let mut text = text.into();
+        if text.len() > MAX_ERROR_BYTES {
+            let mut cut = MAX_ERROR_BYTES;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+        }
+        Outcome::Error(text)
+    }
+}
+
+/// What a node reports to the coordinator at the end fence of a phase; the coordinator splits the
+/// next iteration with it (see [`crate::star::phase`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseReport {
+    /// Transactions the node ran in the phase (committed or aborted by their procedure).
+    pub ran: u64,
+    /// Of those, requests the node generated itself (the benchmark's load).
+    pub generated: u64,
+    /// Single-partition requests from clients that arrived at this node in the phase.
+    pub arrived_single: u64,
+    /// Single-partition requests waiting at this node for a partitioned phase.
+    pub queued_single: u64,
+}
+
+/// A partition's digest on one node (see [`phasedb_txn::Database::digest`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionDigest {
+    /// The partition.
+    pub partition: PartitionId,
+    /// Its rows' digest over every table.
+    pub digest: u64,
+}
+
+/// What a [`StarMsg::Query`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Query {
+    /// The node's counters.
+    Stats,
+    /// A digest of each partition the node holds; meaningful between phases once load stopped.
+    Digests,
+    /// The committed transactions recorded since the last such query (when the node records).
+    History,
+}
+
+/// The answer to a [`StarMsg::Query`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Answer {
+    /// Counters.
+    Stats(Box<StarStats>),
+    /// Digests of the partitions held.
+    Digests(Vec<PartitionDigest>),
+    /// Recorded committed transactions (empty unless the node records histories).
+    History(History),
+}
+
+/// Every message of a STAR cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum StarMsg {
+    /// Coordinator to every node: `phase` begins, planned to last `length_ns` (§4.3). It also says
+    /// the phase before it ended everywhere, so results committed in it may be released.
+    Begin {
+        /// The new phase.
+        phase: Phase,
+        /// Its planned length.
+        length_ns: u64,
+    },
+    /// Coordinator to every node: stop executing `phase` and start its replication fence (Figure 4).
+    StartFence {
+        /// The phase ending.
+        phase: Phase,
+    },
+    /// Node to every other node during the fence of `phase`: "my replication batches to you are
+    /// numbered up to `through`" — the receiver waits until it has applied all of them.
+    Sent {
+        /// The phase being fenced.
+        phase: Phase,
+        /// The number of the last batch the sender sent to the receiver (0: none ever).
+        through: u64,
+    },
+    /// Node to coordinator: every replication batch sent to this node has been applied (Figure 4).
+    EndFence {
+        /// The phase fenced.
+        phase: Phase,
+        /// What the node did in it.
+        report: PhaseReport,
+    },
+    /// A batch of replication records (§5.2), in the format of `phasedb_txn::star`: numbered per
+    /// sender and receiver from 1, and applied by the receiver in that order.
+    Replicate {
+        /// The phase the records' transactions committed in.
+        phase: Phase,
+        /// The batch's number in the stream from its sender to its receiver.
+        seq: u64,
+        /// The records.
+        bytes: Vec<u8>,
+    },
+    /// Client to any node: run the request encoded in `body`.
+    Request {
+        /// The client's id for the request, echoed in the reply.
+        rid: u64,
+        /// The workload's request, postcard-encoded.
+        body: Vec<u8>,
+    },
+    /// Node to node: a client's request that the receiver runs (a partition's primary, or the
+    /// coordinator for a cross-partition request); the result goes back to the forwarding node.
+    Forward {
+        /// The client that sent it to the forwarding node.
+        client: Addr,
+        /// The client's id for it.
+        rid: u64,
+        /// The request, as the client encoded it.
+        body: Vec<u8>,
+    },
+    /// Node to client: the outcome of request `rid`.
+    Reply {
+        /// The client's id for the request.
+        rid: u64,
+        /// What became of it.
+        outcome: Outcome,
+    },
+    /// Node to the node that forwarded a request: its outcome, to relay to `client`.
+    Forwarded {
+        /// The client to answer.
+        client: Addr,
+        /// The client's id for the request.
+        rid: u64,
+        /// What became of it.
+        outcome: Outcome,
+    },
+    /// Anyone to a node: a question about its state.
+    Query {
+        /// Echoed in the answer.
+        rid: u64,
+        /// What is asked.
+        query: Query,
+    },
+    /// Node to whoever asked: the answer.
+    Answer {
+        /// The query's id.
+        rid: u64,
+        /// The answer.
+        answer: Answer,
+    },
+}

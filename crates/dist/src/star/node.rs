@@ -1,0 +1,672 @@
+//! A STAR node: the sans-I/O [`Node`] that embeds one node's engine and plays its part in phase
+//! switching, the replication fence, the replication streams and request routing.
+//!
+//! A node borrows its database and workload (`'db`), so its workers — one per partition it
+//! masters, plus one for the single-master phase on the coordinator — live as long as the node
+//! without unsafe code: open the database with [`open_database`], then build the node over it.
+//!
+//! ```text
+//! let mut workload = MyWorkload::new(...);
+//! let db = open_database(&mut workload, &layout, me, false)?;
+//! let mut node = StarNode::new(me, layout, StarSettings::default(), &db, &workload)?;
+//! phasedb_net::tcp::run(&mut node, opts, shutdown).await?;   // or Simulator::add
+//! ```
+//!
+//! Everything runs on the node's one event-loop thread: transactions run inline in slices
+//! ([`crate::star::execute`]) between messages. The layout's `workers` is recorded but not yet
+//! used: real worker threads per node are future work.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use phasedb_check::History;
+use phasedb_net::{Addr, Node, StarConfig, Transport};
+use phasedb_txn::{Config, Database, PartitionId, Procedures, Star, StarMode, Worker};
+
+use crate::star::fence::Fence;
+use crate::star::layout::{Layout, LayoutError};
+use crate::star::msg::{
+    Answer, MAX_REQUEST_BYTES, Outcome, PartitionDigest, Phase, PhaseKind, PhaseReport, Query,
+    StarMsg,
+};
+use crate::star::phase::{Coordinator, PhaseClock};
+use crate::star::replicate::{Inbox, Outbox};
+use crate::star::requests::{MAX_QUEUED, Origin, Pending, Queues, Route, route};
+use crate::star::stats::{
+    LatencySnapshot, ReplicationCounts, RequestCounts, StarStats, TypeCounts, latency_histogram,
+};
+
+/// How a node runs, beyond its layout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StarSettings {
+    /// Operation replication in partitioned phases (§5.2); false replicates values in both.
+    pub hybrid_replication: bool,
+    /// Share of cross-partition requests in the nodes' own load.
+    pub cross_partition: f64,
+    /// Whether nodes generate their own load (the paper's evaluation has no networked clients):
+    /// single-partition requests for the partitions they master in partitioned phases, and on the
+    /// coordinator cross-partition ones in single-master phases.
+    pub local_load: bool,
+    /// Most transactions a node runs in one slice before it handles messages again.
+    pub slice_txns: u32,
+    /// Longest a slice runs (ns of the transport's clock), checked after each transaction.
+    pub slice_ns: u64,
+    /// Seed of the nodes' load generators.
+    pub seed: u64,
+}
+
+impl Default for StarSettings {
+    fn default() -> Self {
+        StarSettings {
+            hybrid_replication: true,
+            cross_partition: 0.0,
+            local_load: false,
+            slice_txns: 64,
+            slice_ns: 200_000,
+            seed: 1,
+        }
+    }
+}
+
+impl StarSettings {
+    /// The settings a cluster file's `[star]` table gives (its share, its replication mode).
+    pub fn from_config(star: &StarConfig) -> Self {
+        StarSettings {
+            hybrid_replication: star.hybrid_replication,
+            cross_partition: star.cross_partition,
+            ..StarSettings::default()
+        }
+    }
+}
+
+/// Opens node `me`'s database for `workload` under `layout`: STAR's protocol, the epoch moved only
+/// by phase switches, every table created and the partitions `me` holds loaded (and the rows that
+/// belong to no partition). `record_history` keeps every committed transaction for the checkers.
+pub fn open_database<W: Procedures>(
+    workload: &mut W,
+    layout: &Layout,
+    me: Addr,
+    record_history: bool,
+) -> Result<Database<Star>, LayoutError> {
+    check_fit(workload, layout, me)?;
+    let mut db = Database::<Star>::open(Config {
+        record_history,
+        epoch_interval: Duration::ZERO,
+        ..Config::default()
+    });
+    workload.create_tables(&mut db);
+    for p in layout.held(me) {
+        workload.load_partition(&db, p);
+    }
+    workload.load_shared(&db);
+    Ok(db)
+}
+
+fn check_fit<W: Procedures>(workload: &W, layout: &Layout, me: Addr) -> Result<(), LayoutError> {
+    if workload.partitions() != layout.partitions() {
+        return Err(LayoutError(format!(
+            "the workload {} has {} partitions, the layout {}",
+            workload.name(),
+            workload.partitions(),
+            layout.partitions()
+        )));
+    }
+    if me >= layout.nodes() {
+        return Err(LayoutError(format!(
+            "node {me} is not in a cluster of {} nodes",
+            layout.nodes()
+        )));
+    }
+    Ok(())
+}
+
+/// A partition this node masters, with the one worker that runs it (§3: each partition is
+/// mastered by a single worker).
+pub(crate) struct Master<'db> {
+    pub(crate) partition: PartitionId,
+    pub(crate) worker: Worker<'db, Star>,
+}
+
+/// One STAR node. See the module doc.
+pub struct StarNode<'db, W: Procedures> {
+    pub(crate) me: Addr,
+    pub(crate) layout: Layout,
+    pub(crate) settings: StarSettings,
+    pub(crate) db: &'db Database<Star>,
+    pub(crate) workload: &'db W,
+    pub(crate) masters: Vec<Master<'db>>,
+    /// The coordinator's worker for the single-master phase.
+    pub(crate) sm_worker: Option<Worker<'db, Star>>,
+    pub(crate) generator: W::Gen,
+    /// State of the coordinator's choice of home partitions for cross-partition load.
+    pub(crate) rng: u64,
+    /// The master that runs first in the next round of a slice.
+    pub(crate) next_master: usize,
+    /// The current phase (0 before the first).
+    pub(crate) phase: Phase,
+    pub(crate) clock: PhaseClock,
+    pub(crate) fence: Fence,
+    pub(crate) coordinator: Option<Coordinator>,
+    pub(crate) outbox: Outbox,
+    pub(crate) inbox: Inbox,
+    pub(crate) queues: Queues<W::Request>,
+    /// What this node did in the current phase, for its end fence.
+    pub(crate) report: PhaseReport,
+    pub(crate) types: Vec<TypeCounts>,
+    pub(crate) latency: Histogram<u64>,
+    pub(crate) replication: ReplicationCounts,
+    pub(crate) requests: RequestCounts,
+}
+
+impl<'db, W> StarNode<'db, W>
+where
+    W: Procedures,
+    W::Request: Serialize + DeserializeOwned,
+{
+    /// Node `me` of `layout`, over its database `db` (from [`open_database`]) and `workload`.
+    pub fn new(
+        me: Addr,
+        layout: Layout,
+        settings: StarSettings,
+        db: &'db Database<Star>,
+        workload: &'db W,
+    ) -> Result<Self, LayoutError> {
+        check_fit(workload, &layout, me)?;
+        if !(0.0..=1.0).contains(&settings.cross_partition) {
+            return Err(LayoutError(format!(
+                "cross_partition must be between 0 and 1, not {}",
+                settings.cross_partition
+            )));
+        }
+        let coordinating = me == layout.coordinator();
+        let masters: Vec<Master<'db>> = layout
+            .mastered(me)
+            .into_iter()
+            .map(|partition| Master {
+                partition,
+                worker: db.worker(),
+            })
+            .collect();
+        let coordinator = coordinating.then(|| {
+            Coordinator::new(
+                layout.nodes(),
+                layout.iteration().as_nanos() as u64,
+                settings.local_load.then_some(settings.cross_partition),
+                db.config().record_history,
+            )
+        });
+        Ok(StarNode {
+            me,
+            sm_worker: coordinating.then(|| db.worker()),
+            generator: workload.generator(me as usize, settings.seed),
+            rng: (settings.seed ^ 0x9e37_79b9_7f4a_7c15) | 1,
+            next_master: 0,
+            phase: 0,
+            clock: PhaseClock::default(),
+            fence: Fence::new(layout.nodes()),
+            coordinator,
+            outbox: Outbox::new(me, &layout),
+            inbox: Inbox::new(layout.nodes()),
+            queues: Queues::new(masters.len()),
+            report: PhaseReport::default(),
+            types: workload
+                .txn_types()
+                .into_iter()
+                .map(|name| TypeCounts {
+                    name: name.to_string(),
+                    ..TypeCounts::default()
+                })
+                .collect(),
+            latency: latency_histogram(),
+            replication: ReplicationCounts::default(),
+            requests: RequestCounts::default(),
+            masters,
+            layout,
+            settings,
+            db,
+            workload,
+        })
+    }
+
+    /// This node's id.
+    pub fn me(&self) -> Addr {
+        self.me
+    }
+
+    /// The layout it runs under.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Its database.
+    pub fn database(&self) -> &'db Database<Star> {
+        self.db
+    }
+
+    /// The phase it is in (0 before the first begins).
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Starts or stops the node's own load (the coordinator also stops planning for it).
+    pub fn set_local_load(&mut self, on: bool) {
+        self.settings.local_load = on;
+        let share = on.then_some(self.settings.cross_partition);
+        if let Some(c) = &mut self.coordinator {
+            c.set_load_share(share);
+        }
+    }
+
+    /// True when nothing is left to do here: no request waits, no result is held, no replication
+    /// is unsent or held back.
+    pub fn is_idle(&self) -> bool {
+        self.queues.queued() == 0
+            && self.queues.held.is_empty()
+            && self.outbox.is_empty()
+            && !self.inbox.has_held()
+    }
+
+    /// On the coordinator, when each phase's fence completed (phase 1 first), kept when the
+    /// database records histories; empty elsewhere.
+    pub fn phase_ends(&self) -> &[u64] {
+        self.coordinator
+            .as_ref()
+            .map(Coordinator::phase_ends)
+            .unwrap_or_default()
+    }
+
+    /// Every counter.
+    pub fn stats(&self) -> StarStats {
+        StarStats {
+            node: self.me,
+            phase: self.phase,
+            types: self.types.clone(),
+            latency: LatencySnapshot::of(&self.latency),
+            times: self.clock.times,
+            replication: self.replication,
+            requests: RequestCounts {
+                queued: self.queues.queued() as u64,
+                ..self.requests
+            },
+        }
+    }
+
+    /// A digest of each partition this node holds: every table's [`Database::digest`] over the
+    /// partition's rows, combined in table order. Equal on every replica after a fence.
+    pub fn digests(&self) -> Vec<PartitionDigest> {
+        let tables = self.db.tables().len() as u32;
+        self.layout
+            .held(self.me)
+            .into_iter()
+            .map(|p| {
+                let mut h = 0xcbf2_9ce4_8422_2325u64;
+                for t in 0..tables {
+                    let d = self
+                        .db
+                        .digest(t, |key| self.workload.partition_of(t, key) == Some(p));
+                    h = (h ^ d).wrapping_mul(0x100_0000_01b3).rotate_left(29);
+                }
+                PartitionDigest {
+                    partition: p,
+                    digest: h,
+                }
+            })
+            .collect()
+    }
+
+    /// The committed transactions recorded since the last call (empty unless the database
+    /// records), with ids made unique across nodes.
+    pub fn take_history(&mut self) -> History {
+        let mut parts: Vec<History> = self
+            .masters
+            .iter_mut()
+            .map(|m| m.worker.take_history())
+            .collect();
+        if let Some(w) = &mut self.sm_worker {
+            parts.push(w.take_history());
+        }
+        parts.push(self.db.take_history());
+        let mut h = History::merge(parts);
+        for t in &mut h.txns {
+            t.id = ((self.me as u64 + 1) << 52) | (t.id & ((1 << 52) - 1));
+        }
+        h
+    }
+
+    /// Whether the node executes transactions now: a phase has begun and its fence has not.
+    pub(crate) fn executing(&self) -> bool {
+        self.phase > 0 && !self.fence.started()
+    }
+
+    /// Phase `phase` begins here: the phase before it ended everywhere, so its results go out.
+    fn begin<T: Transport<StarMsg>>(&mut self, net: &mut T, phase: Phase, length_ns: u64) {
+        if phase <= self.phase {
+            return;
+        }
+        self.release(net);
+        self.phase = phase;
+        self.clock.begin(net.now(), length_ns);
+        self.fence.reset(phase);
+        self.report = PhaseReport::default();
+        self.db.set_epoch(phase);
+        self.db.set_star_mode(match PhaseKind::of(phase) {
+            PhaseKind::Partitioned => StarMode::Partitioned,
+            PhaseKind::SingleMaster => StarMode::SingleMaster,
+        });
+        if let Some(c) = &mut self.coordinator {
+            c.on_begin(phase);
+        }
+    }
+
+    /// The coordinator begins `phase` everywhere.
+    fn begin_everywhere<T: Transport<StarMsg>>(&mut self, net: &mut T, phase: Phase) {
+        let queued_cross = self.queues.cross.len() as u64;
+        let Some(c) = &self.coordinator else {
+            return;
+        };
+        let length_ns = c.length_of(phase, queued_cross);
+        for n in (0..self.layout.nodes()).filter(|&n| n != self.me) {
+            net.send(n, StarMsg::Begin { phase, length_ns });
+        }
+        self.begin(net, phase, length_ns);
+    }
+
+    /// Start fence of `phase` (Figure 4): stop executing, send the replication buffers and tell
+    /// every other node how far this node's batches to it go.
+    fn start_fence<T: Transport<StarMsg>>(&mut self, net: &mut T, phase: Phase) {
+        if phase > self.phase {
+            // Its begin was overtaken by this message.
+            self.begin(net, phase, 0);
+        }
+        if phase != self.phase || self.fence.started() {
+            return;
+        }
+        self.fence.start();
+        self.clock.fence(net.now(), PhaseKind::of(phase));
+        self.outbox.flush(net, phase, &mut self.replication);
+        for n in (0..self.layout.nodes()).filter(|&n| n != self.me) {
+            net.send(
+                n,
+                StarMsg::Sent {
+                    phase,
+                    through: self.outbox.sent_through(n),
+                },
+            );
+        }
+        self.try_end_fence(net);
+    }
+
+    /// Sends end fence once every batch sent to this node in the phase is applied.
+    fn try_end_fence<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        if !self.fence.try_end(self.me, &self.inbox) {
+            return;
+        }
+        self.report.queued_single = self.queues.queued_single() as u64;
+        let (phase, report) = (self.phase, self.report);
+        let coordinator = self.layout.coordinator();
+        if coordinator == self.me {
+            self.on_end_fence(net, phase, self.me, report);
+        } else {
+            net.send(coordinator, StarMsg::EndFence { phase, report });
+        }
+    }
+
+    /// On the coordinator: node `from` ended the fence of `phase`; once all have, the next phase
+    /// begins.
+    fn on_end_fence<T: Transport<StarMsg>>(
+        &mut self,
+        net: &mut T,
+        phase: Phase,
+        from: Addr,
+        report: PhaseReport,
+    ) {
+        let exec_ns = self.clock.last_exec_ns();
+        let now = net.now();
+        let Some(c) = &mut self.coordinator else {
+            return;
+        };
+        if c.on_end_fence(phase, from, report, exec_ns, now) {
+            self.begin_everywhere(net, phase + 1);
+        }
+    }
+
+    /// On the coordinator: ends the phase when it is due (or a single-master phase ran out of
+    /// work), or begins the first phase.
+    fn drive_phases<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        if self.coordinator.is_none() {
+            return;
+        }
+        if self.phase == 0 {
+            self.begin_everywhere(net, 1);
+        }
+        if !self.executing() {
+            return;
+        }
+        let kind = PhaseKind::of(self.phase);
+        let cross_work = self.has_cross_work();
+        let due = self.clock.due(net.now());
+        let end = self
+            .coordinator
+            .as_mut()
+            .is_some_and(|c| c.should_end(kind, due, cross_work));
+        if end {
+            let phase = self.phase;
+            for n in (0..self.layout.nodes()).filter(|&n| n != self.me) {
+                net.send(n, StarMsg::StartFence { phase });
+            }
+            self.start_fence(net, phase);
+        }
+    }
+
+    /// Takes a request from a client (`origin` a client) or a forwarding node (`origin` via it).
+    fn on_request<T: Transport<StarMsg>>(&mut self, net: &mut T, origin: Origin, body: Vec<u8>) {
+        if body.len() > MAX_REQUEST_BYTES {
+            let text = format!(
+                "request of {} bytes exceeds {MAX_REQUEST_BYTES}",
+                body.len()
+            );
+            return self.reply_error(net, origin, text);
+        }
+        let req: W::Request = match postcard::from_bytes(&body) {
+            Ok(r) => r,
+            Err(e) => {
+                let text = format!(
+                    "malformed request for workload {}: {e}",
+                    self.workload.name()
+                );
+                return self.reply_error(net, origin, text);
+            }
+        };
+        let workload = self.workload;
+        let Ok(touched) = catch_unwind(AssertUnwindSafe(|| workload.touched(&req))) else {
+            let text = "the workload cannot tell which partitions the request touches";
+            return self.reply_error(net, origin, text.into());
+        };
+        let mastered: Vec<PartitionId> = self.masters.iter().map(|m| m.partition).collect();
+        let route = route(&self.layout, self.me, &mastered, &touched);
+        if matches!(route, Route::Here(_) | Route::Cross) && self.queues.queued() >= MAX_QUEUED {
+            let text = format!("node {} has {MAX_QUEUED} requests waiting", self.me);
+            return self.reply_error(net, origin, text);
+        }
+        let pending = Pending {
+            origin,
+            req,
+            since: net.now(),
+        };
+        match route {
+            Route::Refuse(text) => self.reply_error(net, origin, text),
+            Route::Forward(to) => match origin {
+                Origin::Client { addr, rid } => {
+                    self.requests.forwarded += 1;
+                    net.send(
+                        to,
+                        StarMsg::Forward {
+                            client: addr,
+                            rid,
+                            body,
+                        },
+                    );
+                }
+                _ => {
+                    let text = format!(
+                        "node {} neither runs this request nor is it the node to route it (it runs on node {to})",
+                        self.me
+                    );
+                    self.reply_error(net, origin, text);
+                }
+            },
+            Route::Here(i) => {
+                self.report.arrived_single += 1;
+                self.queues.single[i].push_back(pending);
+            }
+            Route::Cross => {
+                if let Some(c) = &mut self.coordinator {
+                    c.on_cross_arrival();
+                }
+                self.queues.cross.push_back(pending);
+            }
+        }
+    }
+
+    /// Answers `origin` with an error at once (nothing ran, so nothing waits for a fence).
+    pub(crate) fn reply_error<T: Transport<StarMsg>>(
+        &mut self,
+        net: &mut T,
+        origin: Origin,
+        text: String,
+    ) {
+        self.requests.errors += 1;
+        let outcome = Outcome::error(text);
+        match origin {
+            Origin::Client { addr, rid } => net.send(addr, StarMsg::Reply { rid, outcome }),
+            Origin::Via { via, client, rid } => net.send(
+                via,
+                StarMsg::Forwarded {
+                    client,
+                    rid,
+                    outcome,
+                },
+            ),
+            Origin::Local => {}
+        }
+    }
+
+    /// Releases the results of the phase that just ended everywhere (§4, §7.1): replies go out,
+    /// and committed transactions are counted, with their latency.
+    fn release<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        let now = net.now();
+        let phase = self.phase;
+        for held in std::mem::take(&mut self.queues.held) {
+            if let Some(t) = self.types.get_mut(held.ty) {
+                if held.committed {
+                    t.committed += 1;
+                } else {
+                    t.aborted += 1;
+                }
+            }
+            if held.committed {
+                self.latency
+                    .saturating_record(now.saturating_sub(held.since).max(1));
+            }
+            let outcome = if held.committed {
+                Outcome::Committed { phase }
+            } else {
+                Outcome::Aborted { phase }
+            };
+            match held.origin {
+                Origin::Client { addr, rid } => net.send(addr, StarMsg::Reply { rid, outcome }),
+                Origin::Via { via, client, rid } => net.send(
+                    via,
+                    StarMsg::Forwarded {
+                        client,
+                        rid,
+                        outcome,
+                    },
+                ),
+                Origin::Local => {}
+            }
+        }
+    }
+
+    fn answer(&mut self, query: Query) -> Answer {
+        match query {
+            Query::Stats => Answer::Stats(Box::new(self.stats())),
+            Query::Digests => Answer::Digests(self.digests()),
+            Query::History => Answer::History(self.take_history()),
+        }
+    }
+}
+
+impl<'db, W> Node for StarNode<'db, W>
+where
+    W: Procedures,
+    W::Request: Serialize + DeserializeOwned,
+{
+    type Msg = StarMsg;
+
+    fn on_message<T: Transport<StarMsg>>(&mut self, net: &mut T, from: Addr, msg: StarMsg) {
+        let from_node = from < self.layout.nodes();
+        match msg {
+            StarMsg::Begin { phase, length_ns } if from == self.layout.coordinator() => {
+                self.begin(net, phase, length_ns)
+            }
+            StarMsg::StartFence { phase } if from == self.layout.coordinator() => {
+                self.start_fence(net, phase)
+            }
+            StarMsg::Sent { phase, through } if from_node => {
+                self.fence.on_sent(phase, from, through);
+                self.try_end_fence(net);
+            }
+            StarMsg::EndFence { phase, report } if from_node => {
+                self.on_end_fence(net, phase, from, report)
+            }
+            StarMsg::Replicate { seq, bytes, .. } if from_node => {
+                self.inbox
+                    .receive(self.db, from, seq, bytes, &mut self.replication);
+                self.try_end_fence(net);
+            }
+            StarMsg::Request { rid, body } => {
+                self.requests.received += 1;
+                self.on_request(net, Origin::Client { addr: from, rid }, body);
+            }
+            StarMsg::Forward { client, rid, body } if from_node => {
+                self.on_request(
+                    net,
+                    Origin::Via {
+                        via: from,
+                        client,
+                        rid,
+                    },
+                    body,
+                );
+            }
+            StarMsg::Forwarded {
+                client,
+                rid,
+                outcome,
+            } if from_node => net.send(client, StarMsg::Reply { rid, outcome }),
+            StarMsg::Query { rid, query } => {
+                let answer = self.answer(query);
+                net.send(from, StarMsg::Answer { rid, answer });
+            }
+            // Replies and answers are for clients; control messages from outside the cluster
+            // (or phase control not from the coordinator) are ignored.
+            _ => {}
+        }
+        self.drive_phases(net);
+    }
+
+    fn on_tick<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        self.drive_phases(net);
+        self.run_slice(net);
+        self.drive_phases(net);
+    }
+
+    fn busy(&self) -> bool {
+        self.executing() && self.has_work()
+    }
+}

@@ -1,0 +1,230 @@
+//! The replication streams (STAR §5): what a node's committed transactions wrote goes to the other
+//! replicas of each written record's partition, and what others send is applied here.
+//!
+//! - **Outbox**: after each commit the worker appends the transaction's records
+//!   (`Worker::write_replication`) to the buffer of the written partition's *replica group* — the
+//!   set of the partition's other holders, shared by partitions with the same holders. A buffer
+//!   leaves as one [`StarMsg::Replicate`] batch to each node of its group when the node's slice of
+//!   work ends, when it passes [`FLUSH_BYTES`], and at the start fence. Under TCP each copy is
+//!   encoded from the same buffer, which is then reused, so steady replication allocates nothing.
+//! - **Operation or value replication** (§5.2): the mode is chosen per phase by the node; in the
+//!   partitioned phase a partition's records come from its one primary, so operation records
+//!   (only the columns written) applied in stream order are enough; in the single-master phase
+//!   the coordinator sends whole column groups, applied with the Thomas write rule.
+//! - **Stream order**: batches are numbered per sender and receiver, and the receiver applies them
+//!   in that order whatever order the network delivers them in (the simulator reorders), holding
+//!   early ones back. Numbers run on across phases, so the replication fence can compare "the last
+//!   batch you sent me" with "the last batch I applied" ([`crate::star::fence`]).
+
+use std::collections::BTreeMap;
+
+use phasedb_net::{Addr, Transport};
+use phasedb_txn::{Database, Procedures, ReplicationMode, Star, Worker};
+
+use crate::star::layout::Layout;
+use crate::star::msg::{Phase, PhaseKind, StarMsg};
+use crate::star::stats::ReplicationCounts;
+
+/// A replica group's buffer is sent once it holds this many bytes (frames are bounded at 16 MiB).
+pub const FLUSH_BYTES: usize = 1 << 20;
+
+/// Replication leaving this node: one buffer per replica group, and the stream numbers.
+pub(crate) struct Outbox {
+    /// Per partition, the replica group its records go to (`None`: no other node holds it).
+    group_of: Vec<Option<usize>>,
+    /// Per group, the nodes its batches go to.
+    dests: Vec<Vec<Addr>>,
+    /// Per group, the records not sent yet.
+    bufs: Vec<Vec<u8>>,
+    /// Per node, the number of the last batch sent to it.
+    sent: Vec<u64>,
+}
+
+impl Outbox {
+    /// The outbox of node `me`: groups from the layout's holders of each partition but `me`.
+    pub(crate) fn new(me: Addr, layout: &Layout) -> Outbox {
+        let mut dests: Vec<Vec<Addr>> = Vec::new();
+        let group_of = (0..layout.partitions())
+            .map(|p| {
+                let others: Vec<Addr> = layout
+                    .replicas(p)
+                    .iter()
+                    .copied()
+                    .filter(|&n| n != me)
+                    .collect();
+                if others.is_empty() {
+                    return None;
+                }
+                Some(match dests.iter().position(|d| *d == others) {
+                    Some(g) => g,
+                    None => {
+                        dests.push(others);
+                        dests.len() - 1
+                    }
+                })
+            })
+            .collect();
+        Outbox {
+            group_of,
+            bufs: vec![Vec::new(); dests.len()],
+            dests,
+            sent: vec![0; layout.nodes() as usize],
+        }
+    }
+
+    /// Appends the records of the transaction `worker` just committed in a phase of kind `kind`;
+    /// counts them and their bytes.
+    pub(crate) fn write<W: Procedures>(
+        &mut self,
+        worker: &mut Worker<'_, Star>,
+        workload: &W,
+        mode: ReplicationMode,
+        kind: PhaseKind,
+        counts: &mut ReplicationCounts,
+    ) {
+        let before: usize = self.bufs.iter().map(Vec::len).sum();
+        let group_of = &self.group_of;
+        let records = worker.write_replication(mode, &mut self.bufs, |table, key| {
+            workload
+                .partition_of(table, key)
+                .and_then(|p| group_of.get(p as usize).copied().flatten())
+        });
+        let after: usize = self.bufs.iter().map(Vec::len).sum();
+        counts.records += records as u64;
+        let bytes = (after - before) as u64;
+        match kind {
+            PhaseKind::Partitioned => counts.bytes_partitioned += bytes,
+            PhaseKind::SingleMaster => counts.bytes_single_master += bytes,
+        }
+    }
+
+    /// Sends every buffer that passed [`FLUSH_BYTES`].
+    pub(crate) fn flush_full<T: Transport<StarMsg>>(
+        &mut self,
+        net: &mut T,
+        phase: Phase,
+        counts: &mut ReplicationCounts,
+    ) {
+        for g in 0..self.bufs.len() {
+            if self.bufs[g].len() >= FLUSH_BYTES {
+                self.send_group(net, phase, g, counts);
+            }
+        }
+    }
+
+    /// Sends every buffer that holds records.
+    pub(crate) fn flush<T: Transport<StarMsg>>(
+        &mut self,
+        net: &mut T,
+        phase: Phase,
+        counts: &mut ReplicationCounts,
+    ) {
+        for g in 0..self.bufs.len() {
+            if !self.bufs[g].is_empty() {
+                self.send_group(net, phase, g, counts);
+            }
+        }
+    }
+
+    fn send_group<T: Transport<StarMsg>>(
+        &mut self,
+        net: &mut T,
+        phase: Phase,
+        g: usize,
+        counts: &mut ReplicationCounts,
+    ) {
+        let mut msg = StarMsg::Replicate {
+            phase,
+            seq: 0,
+            bytes: std::mem::take(&mut self.bufs[g]),
+        };
+        for &to in &self.dests[g] {
+            self.sent[to as usize] += 1;
+            if let StarMsg::Replicate { seq, bytes, .. } = &mut msg {
+                *seq = self.sent[to as usize];
+                counts.batches_sent += 1;
+                counts.bytes_sent += bytes.len() as u64;
+            }
+            net.send_copy(to, &msg);
+        }
+        if let StarMsg::Replicate { mut bytes, .. } = msg {
+            bytes.clear();
+            self.bufs[g] = bytes;
+        }
+    }
+
+    /// The number of the last batch sent to `to` (0: none).
+    pub(crate) fn sent_through(&self, to: Addr) -> u64 {
+        self.sent[to as usize]
+    }
+
+    /// Whether every buffer is empty.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bufs.iter().all(Vec::is_empty)
+    }
+}
+
+/// Replication arriving at this node: applied in each sender's order.
+pub(crate) struct Inbox {
+    /// Per node, the number of the last batch applied from it.
+    applied: Vec<u64>,
+    /// Batches that arrived ahead of one still missing, by sender and number.
+    early: BTreeMap<(Addr, u64), Vec<u8>>,
+}
+
+impl Inbox {
+    /// An inbox for a cluster of `nodes` nodes.
+    pub(crate) fn new(nodes: u32) -> Inbox {
+        Inbox {
+            applied: vec![0; nodes as usize],
+            early: BTreeMap::new(),
+        }
+    }
+
+    /// Takes batch `seq` from `from`: applies it and any held batches that follow it if it is the
+    /// next one, else holds it. A batch from outside the cluster or already applied is ignored.
+    pub(crate) fn receive(
+        &mut self,
+        db: &Database<Star>,
+        from: Addr,
+        seq: u64,
+        bytes: Vec<u8>,
+        counts: &mut ReplicationCounts,
+    ) {
+        let Some(&done) = self.applied.get(from as usize) else {
+            return;
+        };
+        if seq <= done {
+            return;
+        }
+        if seq > done + 1 {
+            self.early.insert((from, seq), bytes);
+            return;
+        }
+        apply(db, &bytes, counts);
+        let mut next = seq;
+        while let Some(bytes) = self.early.remove(&(from, next + 1)) {
+            next += 1;
+            apply(db, &bytes, counts);
+        }
+        self.applied[from as usize] = next;
+    }
+
+    /// The number of the last batch applied from `from`.
+    pub(crate) fn applied_through(&self, from: Addr) -> u64 {
+        self.applied.get(from as usize).copied().unwrap_or(0)
+    }
+
+    /// Whether batches are held back waiting for an earlier one.
+    pub(crate) fn has_held(&self) -> bool {
+        !self.early.is_empty()
+    }
+}
+
+fn apply(db: &Database<Star>, bytes: &[u8], counts: &mut ReplicationCounts) {
+    counts.batches_applied += 1;
+    match db.apply_replication(bytes) {
+        Ok(applied) => counts.records_applied += applied.records as u64,
+        Err(_) => counts.refused += 1,
+    }
+}

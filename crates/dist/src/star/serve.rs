@@ -1,0 +1,77 @@
+//! Running a STAR node over TCP from a cluster file with a `[star]` table: what `phasedb node`
+//! calls for a STAR cluster (the command-line wiring is not built yet).
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use phasedb_net::tcp::{TcpOptions, run};
+use phasedb_net::{Addr, ClusterConfig};
+use phasedb_txn::Procedures;
+
+use crate::star::layout::Layout;
+use crate::star::node::{StarNode, StarSettings, open_database};
+use crate::star::stats::StarStats;
+
+fn invalid(text: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, text)
+}
+
+/// The tick period of a STAR node: fine enough for the coordinator to end phases on time (a
+/// twentieth of an iteration), never coarser than the cluster file's tick.
+pub fn tick_of(cfg: &ClusterConfig, layout: &Layout) -> Duration {
+    (layout.iteration() / 20)
+        .min(Duration::from_millis(cfg.server.tick_ms))
+        .max(Duration::from_micros(100))
+}
+
+/// Serves node `id` of `cfg` running `workload` until `shutdown` completes; returns its final
+/// counters. The node loads the partitions it holds first. `settings` default to those of the
+/// `[star]` table (with no local load); `listener`, if given, is a socket already listening on
+/// the node's address. Must run inside a tokio runtime (a current-thread one keeps the node on
+/// one core).
+pub async fn serve<W>(
+    cfg: &ClusterConfig,
+    id: Addr,
+    mut workload: W,
+    settings: Option<StarSettings>,
+    listener: Option<std::net::TcpListener>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<StarStats>
+where
+    W: Procedures,
+    W::Request: Serialize + DeserializeOwned,
+{
+    let layout = Layout::from_cluster(cfg).map_err(|e| invalid(e.to_string()))?;
+    let me = cfg
+        .node(id)
+        .ok_or_else(|| invalid(format!("node {id} is not in the cluster file")))?;
+    if let Some(l) = &listener {
+        let at = l.local_addr()?;
+        if at != me.addr {
+            return Err(invalid(format!(
+                "the listening socket is at {at}, but the cluster file puts node {id} at {}",
+                me.addr
+            )));
+        }
+    }
+    let star = cfg
+        .star
+        .as_ref()
+        .expect("Layout::from_cluster checked [star]");
+    let settings = settings.unwrap_or_else(|| StarSettings::from_config(star));
+    let db =
+        open_database(&mut workload, &layout, id, false).map_err(|e| invalid(e.to_string()))?;
+    let mut opts = TcpOptions::new(id, cfg.peer_addrs());
+    opts.listen = Some(me.addr);
+    opts.listener = listener;
+    opts.delay = cfg.delay();
+    opts.poll = cfg.poll();
+    opts.tick = tick_of(cfg, &layout);
+    let mut node =
+        StarNode::new(id, layout, settings, &db, &workload).map_err(|e| invalid(e.to_string()))?;
+    run(&mut node, opts, shutdown).await?;
+    Ok(node.stats())
+}
