@@ -233,7 +233,7 @@ fn star_commits_and_their_replication_records_allocate_nothing() {
         db.set_star_mode(mode);
         let mut worker = db.worker();
         let mut th = workload.thread(0, seed());
-        let mut bufs = vec![Vec::with_capacity(1 << 20); 2];
+        let mut bufs: Vec<Vec<u8>> = (0..2).map(|_| Vec::with_capacity(1 << 20)).collect();
         let mut shipped = 0;
         let mut run = |n: usize| {
             for _ in 0..n {
