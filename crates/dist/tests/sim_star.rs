@@ -22,6 +22,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 const MS: u64 = 1_000_000;
+/// The default cluster: one full replica and two partial ones, two copies of each partition.
 const NODES: u32 = 3;
 const PARTITIONS: u32 = 4;
 const ROWS: u64 = 200;
@@ -46,6 +47,8 @@ struct Client<'w> {
     replies: Vec<(u64, u64, Outcome)>,
     /// Generate this many transfers when `planned` is empty.
     transfers: usize,
+    /// Nodes to send to (`0..nodes`).
+    nodes: u32,
 }
 
 impl<'w> Client<'w> {
@@ -59,6 +62,7 @@ impl<'w> Client<'w> {
             window: 4,
             replies: Vec::new(),
             transfers: n,
+            nodes: NODES,
         }
     }
 
@@ -86,13 +90,13 @@ impl<'w> Client<'w> {
         self.next += 1;
         let body = if self.planned.is_empty() {
             let mut g = self.workload.generator(0, self.rng.random());
-            let home = self.rng.random_range(0..PARTITIONS);
+            let home = self.rng.random_range(0..self.workload.partitions);
             let req = self.workload.generate(&mut g, home, self.cross);
             postcard::to_stdvec(&req).unwrap()
         } else {
             self.planned[rid as usize].clone()
         };
-        let to = self.rng.random_range(0..NODES);
+        let to = self.rng.random_range(0..self.nodes);
         net.send(to, StarMsg::Request { rid, body });
     }
 }
@@ -181,6 +185,7 @@ struct Scenario {
     /// A client endpoint sending exactly these bodies.
     raw: Option<Vec<Vec<u8>>>,
     run_ms: u64,
+    layout: Layout,
 }
 
 impl Scenario {
@@ -193,10 +198,12 @@ impl Scenario {
             clients: Vec::new(),
             raw: None,
             run_ms: 200,
+            layout: layout(),
         }
     }
 }
 
+/// The default cluster's layout, with 5 ms iterations.
 fn layout() -> Layout {
     let star = StarConfig {
         iteration_ms: 5,
@@ -205,10 +212,10 @@ fn layout() -> Layout {
     Layout::new(NODES, &star).unwrap()
 }
 
-/// Opens every node's database (recording histories).
-fn databases(workload: &mut Accounts) -> Vec<Database<Star>> {
-    (0..NODES)
-        .map(|n| open_database(workload, &layout(), n, true).unwrap())
+/// Opens every node's database of `layout` (recording histories).
+fn databases(workload: &mut Accounts, layout: &Layout) -> Vec<Database<Star>> {
+    (0..layout.nodes())
+        .map(|n| open_database(workload, layout, n, true).unwrap())
         .collect()
 }
 
@@ -217,6 +224,7 @@ struct Run<'w> {
     clients: Vec<Addr>,
     /// The phase the coordinator was in when the load stopped.
     stopped_at: u64,
+    nodes: u32,
 }
 
 impl<'w> Run<'w> {
@@ -225,7 +233,7 @@ impl<'w> Run<'w> {
     }
 
     fn stats(&self) -> Vec<StarStats> {
-        (0..NODES).map(|n| self.node(n).stats()).collect()
+        (0..self.nodes).map(|n| self.node(n).stats()).collect()
     }
 }
 
@@ -244,14 +252,22 @@ fn run<'w>(s: &Scenario, workload: &'w Accounts, dbs: &'w [Database<Star>]) -> R
         seed: s.seed,
         ..StarSettings::default()
     };
-    for n in 0..NODES {
-        let node = StarNode::new(n, layout(), settings.clone(), &dbs[n as usize], workload);
+    let nodes = s.layout.nodes();
+    for n in 0..nodes {
+        let node = StarNode::new(
+            n,
+            s.layout.clone(),
+            settings.clone(),
+            &dbs[n as usize],
+            workload,
+        );
         sim.add(n, Actor::Star(Box::new(node.unwrap())));
     }
     let mut clients = Vec::new();
     for (i, &n) in s.clients.iter().enumerate() {
         let addr = CLIENT_ADDR_BASE + i as u32;
-        let c = Client::transfers(workload, s.seed * 100 + i as u64, s.cross, n);
+        let mut c = Client::transfers(workload, s.seed * 100 + i as u64, s.cross, n);
+        c.nodes = nodes;
         sim.add(addr, Actor::Client(Box::new(c)));
         clients.push(addr);
     }
@@ -262,14 +278,14 @@ fn run<'w>(s: &Scenario, workload: &'w Accounts, dbs: &'w [Database<Star>]) -> R
         clients.push(addr);
     }
     sim.run_until(s.run_ms * MS);
-    for n in 0..NODES {
+    for n in 0..nodes {
         sim.node_mut(n).star_mut().set_local_load(false);
     }
     let stopped_at = sim.node(0).star().phase();
     let deadline = sim.now() + 10_000 * MS;
     let quiet = sim.run_until_pred(deadline, |sim| {
         clients.iter().all(|&c| sim.node(c).client().done())
-            && (0..NODES).all(|n| {
+            && (0..nodes).all(|n| {
                 let node = sim.node(n).star();
                 node.is_idle() && node.phase() >= stopped_at + 2
             })
@@ -283,6 +299,7 @@ fn run<'w>(s: &Scenario, workload: &'w Accounts, dbs: &'w [Database<Star>]) -> R
         sim,
         clients,
         stopped_at,
+        nodes,
     }
 }
 
@@ -295,9 +312,9 @@ fn check_cluster(
     workload: &Accounts,
     dbs: &[Database<Star>],
 ) -> History {
-    let layout = layout();
+    let layout = &s.layout;
     let mut digests: BTreeMap<u32, Vec<(Addr, u64)>> = BTreeMap::new();
-    for n in 0..NODES {
+    for n in 0..layout.nodes() {
         for d in r.node(n).digests() {
             digests.entry(d.partition).or_default().push((n, d.digest));
         }
@@ -305,7 +322,7 @@ fn check_cluster(
             .check(&dbs[n as usize], &layout.held(n))
             .unwrap_or_else(|e| panic!("seed {}: node {n}: {e}", s.seed));
     }
-    for p in 0..PARTITIONS {
+    for p in 0..layout.partitions() {
         let on = &digests[&p];
         assert_eq!(on.len(), layout.replicas(p).len());
         assert!(
@@ -324,8 +341,15 @@ fn check_cluster(
         );
     }
     let committed: u64 = stats.iter().map(StarStats::committed).sum();
+    let all: Vec<u32> = (0..layout.partitions()).collect();
+    assert_eq!(
+        workload.counted(&dbs[0], &all),
+        committed as i64,
+        "seed {}: the full replica's vaults lost transfers",
+        s.seed
+    );
     let history = History::merge(
-        (0..NODES)
+        (0..layout.nodes())
             .map(|n| r.sim.node_mut(n).star_mut().take_history())
             .collect(),
     );
@@ -371,13 +395,13 @@ fn check_replies(s: &Scenario, r: &Run) -> Vec<Outcome> {
 #[test]
 fn replicas_converge_and_histories_serialize_under_local_load_at_every_cross_share() {
     for cross in [0.0, 0.2, 1.0] {
-        for seed in seeds(3) {
+        for seed in seeds(5) {
             let s = Scenario {
                 cross,
                 ..Scenario::new(seed)
             };
             let mut w = Accounts::new(PARTITIONS, ROWS);
-            let dbs = databases(&mut w);
+            let dbs = databases(&mut w, &layout());
             let mut r = run(&s, &w, &dbs);
             check_cluster(&s, &mut r, &w, &dbs);
             let stats = r.stats();
@@ -418,8 +442,61 @@ fn replicas_converge_and_histories_serialize_under_local_load_at_every_cross_sha
 }
 
 #[test]
+fn other_layouts_converge_with_the_coordinator_mastering_partitions_or_extra_copies() {
+    let star = |nodes: u32, full: u32, replicas: u32, partitions: u32, placement| {
+        let cfg = StarConfig {
+            full_replicas: full,
+            replicas_per_partition: replicas,
+            iteration_ms: 5,
+            placement,
+            ..StarConfig::new(partitions)
+        };
+        Layout::new(nodes, &cfg).unwrap()
+    };
+    let layouts = [
+        // Three copies: the full replica and two partial ones.
+        star(4, 1, 3, 6, None),
+        // Only full replicas: the coordinator masters half the partitions.
+        star(2, 2, 2, 4, None),
+        // The full replica masters two partitions, as in the paper's Figure 2.
+        star(
+            3,
+            1,
+            2,
+            4,
+            Some(vec![vec![0, 1], vec![1, 0], vec![2, 0], vec![0, 2]]),
+        ),
+    ];
+    for layout in layouts {
+        for seed in seeds(2) {
+            let s = Scenario {
+                cross: 0.2,
+                clients: vec![60],
+                run_ms: 80,
+                layout: layout.clone(),
+                ..Scenario::new(seed)
+            };
+            let mut w = Accounts::new(layout.partitions(), ROWS);
+            let dbs = databases(&mut w, &layout);
+            let mut r = run(&s, &w, &dbs);
+            let history = check_cluster(&s, &mut r, &w, &dbs);
+            assert!(
+                history.len() > 200,
+                "seed {seed}: {} committed",
+                history.len()
+            );
+            let outcomes = check_replies(&s, &r);
+            assert!(
+                outcomes.iter().all(|o| !matches!(o, Outcome::Error(_))),
+                "seed {seed}: {outcomes:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn client_requests_get_exactly_one_reply_after_their_phase_ends() {
-    for seed in seeds(3) {
+    for seed in seeds(5) {
         let s = Scenario {
             cross: 0.2,
             local_load: false,
@@ -428,7 +505,7 @@ fn client_requests_get_exactly_one_reply_after_their_phase_ends() {
             ..Scenario::new(seed)
         };
         let mut w = Accounts::new(PARTITIONS, ROWS);
-        let dbs = databases(&mut w);
+        let dbs = databases(&mut w, &layout());
         let mut r = run(&s, &w, &dbs);
         let history = check_cluster(&s, &mut r, &w, &dbs);
         let outcomes = check_replies(&s, &r);
@@ -455,7 +532,7 @@ fn client_requests_get_exactly_one_reply_after_their_phase_ends() {
 #[test]
 fn malformed_and_unknown_partition_requests_get_an_error_and_change_nothing() {
     let mut w = Accounts::new(PARTITIONS, ROWS);
-    let dbs = databases(&mut w);
+    let dbs = databases(&mut w, &layout());
     let before: Vec<_> = (0..NODES)
         .map(|n| {
             let node = StarNode::new(n, layout(), StarSettings::default(), &dbs[n as usize], &w);
@@ -509,7 +586,7 @@ fn operation_replication_sends_fewer_bytes_than_value_replication_for_narrow_wri
             ..Scenario::new(11)
         };
         let mut w = Accounts::new(PARTITIONS, ROWS);
-        let dbs = databases(&mut w);
+        let dbs = databases(&mut w, &layout());
         let mut r = run(&s, &w, &dbs);
         check_cluster(&s, &mut r, &w, &dbs);
         let mut all = StarStats::default();
@@ -530,7 +607,7 @@ fn operation_replication_sends_fewer_bytes_than_value_replication_for_narrow_wri
 #[test]
 fn a_node_answers_queries_for_stats_digests_and_history() {
     let mut w = Accounts::new(PARTITIONS, ROWS);
-    let dbs = databases(&mut w);
+    let dbs = databases(&mut w, &layout());
     let s = Scenario {
         cross: 0.2,
         run_ms: 30,
@@ -579,7 +656,7 @@ fn a_node_answers_queries_for_stats_digests_and_history() {
 fn a_seed_replays_the_same_run() {
     let trace = || {
         let mut w = Accounts::new(PARTITIONS, ROWS);
-        let dbs = databases(&mut w);
+        let dbs = databases(&mut w, &layout());
         let s = Scenario {
             cross: 0.2,
             clients: vec![40],

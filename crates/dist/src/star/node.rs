@@ -139,6 +139,8 @@ pub struct StarNode<'db, W: Procedures> {
     pub(crate) db: &'db Database<Star>,
     pub(crate) workload: &'db W,
     pub(crate) masters: Vec<Master<'db>>,
+    /// The partitions of `masters`, in their order (for routing).
+    pub(crate) mastered: Vec<PartitionId>,
     /// The coordinator's worker for the single-master phase.
     pub(crate) sm_worker: Option<Worker<'db, Star>>,
     pub(crate) generator: W::Gen,
@@ -201,6 +203,7 @@ where
         });
         Ok(StarNode {
             me,
+            mastered: masters.iter().map(|m| m.partition).collect(),
             sm_worker: coordinating.then(|| db.worker()),
             generator: workload.generator(me as usize, settings.seed),
             rng: (settings.seed ^ 0x9e37_79b9_7f4a_7c15) | 1,
@@ -486,8 +489,7 @@ where
             let text = "the workload cannot tell which partitions the request touches";
             return self.reply_error(net, origin, text.into());
         };
-        let mastered: Vec<PartitionId> = self.masters.iter().map(|m| m.partition).collect();
-        let route = route(&self.layout, self.me, &mastered, &touched);
+        let route = route(&self.layout, self.me, &self.mastered, &touched);
         if matches!(route, Route::Here(_) | Route::Cross) && self.queues.queued() >= MAX_QUEUED {
             let text = format!("node {} has {MAX_QUEUED} requests waiting", self.me);
             return self.reply_error(net, origin, text);
@@ -560,7 +562,8 @@ where
     fn release<T: Transport<StarMsg>>(&mut self, net: &mut T) {
         let now = net.now();
         let phase = self.phase;
-        for held in std::mem::take(&mut self.queues.held) {
+        let mut held_list = std::mem::take(&mut self.queues.held);
+        for held in held_list.drain(..) {
             if let Some(t) = self.types.get_mut(held.ty) {
                 if held.committed {
                     t.committed += 1;
@@ -590,6 +593,7 @@ where
                 Origin::Local => {}
             }
         }
+        self.queues.held = held_list;
     }
 
     fn answer(&mut self, query: Query) -> Answer {
@@ -610,6 +614,7 @@ where
 
     fn on_message<T: Transport<StarMsg>>(&mut self, net: &mut T, from: Addr, msg: StarMsg) {
         let from_node = from < self.layout.nodes();
+        let phase = self.phase;
         match msg {
             StarMsg::Begin { phase, length_ns } if from == self.layout.coordinator() => {
                 self.begin(net, phase, length_ns)
@@ -656,6 +661,10 @@ where
             // Replies and answers are for clients; control messages from outside the cluster
             // (or phase control not from the coordinator) are ignored.
             _ => {}
+        }
+        if self.phase != phase {
+            // A phase began: its work starts at once, not at the next tick.
+            self.run_slice(net);
         }
         self.drive_phases(net);
     }

@@ -1,8 +1,10 @@
 //! A tiny bank as a partitioned workload, for STAR's tests: accounts grouped by partition, and
 //! transfers within a partition or across two. Each partition also has a vault row that holds the
 //! net amount moved into the partition by cross-partition transfers, so every partition on every
-//! replica has its own invariant: its balances minus its vault equal what it started with.
-//! Transfers that would overdraw abort by the procedure's own choice.
+//! replica has its own invariant: its balances minus its vault equal what it started with. The
+//! vault also counts the transfers out of its partition, so every transaction writes its home
+//! partition's vault: a hot row, where a lost update shows at once. Transfers that would overdraw
+//! abort by the procedure's own choice.
 
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{
@@ -17,6 +19,8 @@ const BALANCE: usize = 0;
 /// A wide column in the balance's column group that transfers never write: value replication
 /// carries it, operation replication does not.
 const MEMO: usize = 1;
+/// On a vault row: the transfers committed out of its partition.
+const COUNT: usize = 2;
 
 /// Accounts per partition, their starting balance and the partitions.
 #[derive(Clone, Debug)]
@@ -61,6 +65,18 @@ impl Accounts {
     fn part(&self, key: u64) -> PartitionId {
         (key / self.stride()).min(u32::MAX as u64) as u32
     }
+
+    /// The transfers the vaults of `held` counted, in `db`.
+    pub fn counted<P: Protocol>(&self, db: &Database<P>, held: &[PartitionId]) -> i64 {
+        let mut n = 0;
+        db.for_each_row_quiescent(self.table, |key, row| {
+            let p = self.part(key);
+            if key == self.vault(p) && held.contains(&p) {
+                n += row.i64(COUNT);
+            }
+        });
+        n
+    }
 }
 
 impl Procedures for Accounts {
@@ -83,6 +99,7 @@ impl Procedures for Accounts {
         let schema = Schema::builder()
             .column("balance", ColumnType::I64, 0)
             .column("memo", ColumnType::Fixed(64), 0)
+            .column("count", ColumnType::I64, 0)
             .build()
             .expect("a valid schema");
         let capacity = (self.stride() * self.partitions as u64) as usize;
@@ -156,6 +173,7 @@ impl Procedures for Accounts {
             };
             tx.update(t, r.from, |row| row.set_i64(BALANCE, from - r.amount))?;
             tx.update(t, r.to, |row| row.set_i64(BALANCE, to + r.amount))?;
+            tx.add(t, vault_from, COUNT, 1)?;
             if pf != pt {
                 tx.add(t, vault_from, BALANCE, -r.amount)?;
                 tx.add(t, vault_to, BALANCE, r.amount)?;
