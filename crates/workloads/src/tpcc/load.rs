@@ -50,6 +50,7 @@ fn set_address(rng: &mut SmallRng, r: &mut RowBuf<'_>, street_1: usize) {
 /// its own seed), so a node that loads only some warehouses has the same rows as a full load.
 pub fn load<P: Protocol>(db: &Database<P>, t: &Tables, warehouses: u32, c: NuRandC) {
     load_items(db, t);
+    let now = now_micros();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(warehouses as usize);
@@ -57,7 +58,7 @@ pub fn load<P: Protocol>(db: &Database<P>, t: &Tables, warehouses: u32, c: NuRan
         for first in 0..threads {
             s.spawn(move || {
                 for w in (first as u32 + 1..=warehouses).step_by(threads) {
-                    load_warehouse(db, t, w, c);
+                    load_warehouse(db, t, w, c, now);
                 }
             });
         }
@@ -81,8 +82,20 @@ pub(super) fn load_items<P: Protocol>(db: &Database<P>, t: &Tables) {
     }
 }
 
-/// Loads warehouse `w` with its stock, districts, customers, history and orders.
-pub(super) fn load_warehouse<P: Protocol>(db: &Database<P>, t: &Tables, w: u32, c: NuRandC) {
+/// The load date of a partitioned deployment's warehouses (2026-01-01 00:00 UTC, in µs since the
+/// epoch): a fixed instant, so every replica of a warehouse loads the same rows, where each node's
+/// clock would give each replica its own dates.
+pub(super) const FIXED_LOAD_DATE: u64 = 1_767_225_600_000_000;
+
+/// Loads warehouse `w` with its stock, districts, customers, history and orders, dated `now` (µs
+/// since the epoch).
+pub(super) fn load_warehouse<P: Protocol>(
+    db: &Database<P>,
+    t: &Tables,
+    w: u32,
+    c: NuRandC,
+    now: u64,
+) {
     let mut rng = SmallRng::seed_from_u64(LOAD_SEED ^ (w as u64).wrapping_mul(0x9e37_79b9));
     let mut rows = Rows { db, buf: vec![] };
     {
@@ -104,8 +117,8 @@ pub(super) fn load_warehouse<P: Protocol>(db: &Database<P>, t: &Tables, w: u32, 
             r.set_i64(D_YTD, 3_000_000);
             r.set_u64(D_NEXT_O_ID, ORDERS as u64 + 1);
         });
-        load_customers(&mut rows, &mut rng, t, w, d, c);
-        load_orders(&mut rows, &mut rng, t, w, d);
+        load_customers(&mut rows, &mut rng, t, w, d, c, now);
+        load_orders(&mut rows, &mut rng, t, w, d, now);
     }
 }
 
@@ -134,9 +147,9 @@ fn load_customers<P: Protocol>(
     w: u32,
     d: u32,
     nurand: NuRandC,
+    now: u64,
 ) {
     use super::schema::customer::*;
-    let now = now_micros();
     let mut first = [0u8; 16];
     let mut last = [0u8; 16];
     for c in 1..=CUSTOMERS {
@@ -189,10 +202,10 @@ fn load_orders<P: Protocol>(
     t: &Tables,
     w: u32,
     d: u32,
+    now: u64,
 ) {
     use super::schema::order::*;
     use super::schema::order_line::*;
-    let now = now_micros();
     // O_C_ID follows a random permutation of the customers.
     let mut customers: Vec<u32> = (1..=CUSTOMERS).collect();
     for i in (1..customers.len()).rev() {

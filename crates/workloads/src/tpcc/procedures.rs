@@ -175,7 +175,8 @@ impl Procedures for TpccProcedures {
 
     /// Loads warehouse `p + 1`: its stock, districts, customers, history and orders.
     fn load_partition<P: Protocol>(&self, db: &Database<P>, p: PartitionId) {
-        load::load_warehouse(db, &self.tables, Self::warehouse(p), self.c_load);
+        let (w, date) = (Self::warehouse(p), load::FIXED_LOAD_DATE);
+        load::load_warehouse(db, &self.tables, w, self.c_load, date);
     }
 
     /// Loads the items.
