@@ -75,8 +75,9 @@ pub enum ProtocolName {
 }
 
 /// Metadata granularity: one column group per row, or several.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Granularity {
+    #[default]
     Coarse,
     Fine,
 }
@@ -149,32 +150,32 @@ struct IncrzArgs {
     alpha: f64,
 }
 
-#[derive(Args, Debug)]
-struct YcsbArgs {
-    /// Which of the seeds' YCSB shapes.
-    #[arg(long, value_parser = ["star", "granularity", "ramp"], default_value = "star")]
-    variant: String,
-    /// Rows in the table.
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct YcsbArgs {
+    /// Which of the seeds' YCSB shapes (default: star).
+    #[arg(long, value_parser = ["star", "granularity", "ramp"])]
+    pub(crate) variant: Option<String>,
+    /// Rows in the table (per partition under --algorithm star).
     #[arg(long)]
-    rows: Option<u64>,
+    pub(crate) rows: Option<u64>,
     /// Operations per transaction.
     #[arg(long)]
-    ops: Option<usize>,
+    pub(crate) ops: Option<usize>,
     /// Share of reads (star, granularity) or of read-only transactions (ramp).
     #[arg(long)]
-    read_ratio: Option<f64>,
+    pub(crate) read_ratio: Option<f64>,
     /// Zipfian skew of key choice (0 = uniform).
     #[arg(long)]
-    theta: Option<f64>,
+    pub(crate) theta: Option<f64>,
     /// Columns per row.
     #[arg(long)]
-    columns: Option<usize>,
+    pub(crate) columns: Option<usize>,
     /// Bytes per column.
     #[arg(long)]
-    column_size: Option<usize>,
+    pub(crate) column_size: Option<usize>,
     /// One column group per row (coarse) or even/odd column groups (fine).
     #[arg(long, value_enum, default_value_t = Granularity::Coarse)]
-    granularity: Granularity,
+    pub(crate) granularity: Granularity,
 }
 
 #[derive(Args, Debug)]
@@ -190,24 +191,25 @@ struct BankArgs {
     granularity: Granularity,
 }
 
-#[derive(Args, Debug)]
-struct TpccArgs {
-    /// Number of warehouses.
-    #[arg(long, default_value_t = 1)]
-    warehouses: u32,
-    /// Transaction mix: the specification's (standard), NewOrder/Payment 50/50 (no-p), or
-    /// NewOrder/Payment/OrderStatus 45:43:4 (no-p-os).
-    #[arg(long, value_parser = ["standard", "no-p", "no-p-os"], default_value = "standard")]
-    mix: String,
-    /// NewOrder: share of order lines supplied by another warehouse.
-    #[arg(long, default_value_t = 0.01)]
-    remote_item_ratio: f64,
-    /// Payment: share of payments for a customer of another warehouse.
-    #[arg(long, default_value_t = 0.15)]
-    remote_payment_ratio: f64,
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct TpccArgs {
+    /// Number of warehouses (default 1; under --algorithm star, one per partition).
+    #[arg(long)]
+    pub(crate) warehouses: Option<u32>,
+    /// Transaction mix: the specification's (standard, the default), NewOrder/Payment 50/50
+    /// (no-p), or NewOrder/Payment/OrderStatus 45:43:4 (no-p-os); under --algorithm star,
+    /// new-order, payment or no-p (the default).
+    #[arg(long, value_parser = ["standard", "no-p", "no-p-os", "new-order", "payment"])]
+    pub(crate) mix: Option<String>,
+    /// NewOrder: share of order lines supplied by another warehouse (default: the spec's 0.01).
+    #[arg(long)]
+    pub(crate) remote_item_ratio: Option<f64>,
+    /// Payment: share of payments for a customer of another warehouse (default: the spec's 0.15).
+    #[arg(long)]
+    pub(crate) remote_payment_ratio: Option<f64>,
     /// One column group per row (coarse), or rarely and often updated fields apart (fine).
     #[arg(long, value_enum, default_value_t = Granularity::Coarse)]
-    granularity: Granularity,
+    pub(crate) granularity: Granularity,
 }
 
 #[derive(Args, Debug)]
@@ -246,6 +248,17 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
 /// Runs `phasedb bench`; returns the process exit code.
 pub fn run(args: BenchArgs) -> i32 {
     let c = &args.common;
+    if args.cluster.is_star() {
+        let workload = match &args.workload {
+            WorkloadArgs::Ycsb(y) => crate::cluster::star::WorkloadFlags::Ycsb(y),
+            WorkloadArgs::Tpcc(t) => crate::cluster::star::WorkloadFlags::Tpcc(t),
+            _ => return fail("--algorithm star runs the ycsb and tpcc workloads only"),
+        };
+        return crate::cluster::star::run(&args.cluster, c, workload);
+    }
+    if let Some(flag) = args.cluster.star_flag() {
+        return fail(format!("{flag} applies to --algorithm star only"));
+    }
     if args.cluster.cluster.is_some() || args.cluster.connect.is_some() {
         let WorkloadArgs::Ycsb(y) = &args.workload else {
             return fail("--cluster and --connect run the ycsb workload only");
@@ -301,7 +314,8 @@ pub fn run(args: BenchArgs) -> i32 {
     }
     match &args.workload {
         WorkloadArgs::Ycsb(y) => {
-            let variant = Variant::parse(&y.variant).expect("clap checked the variant");
+            let variant = Variant::parse(y.variant.as_deref().unwrap_or("star"))
+                .expect("clap checked the variant");
             let mut cfg = YcsbConfig::defaults(variant);
             cfg.rows = y.rows.unwrap_or(cfg.rows);
             cfg.ops = y.ops.unwrap_or(cfg.ops);
@@ -370,11 +384,21 @@ pub fn run(args: BenchArgs) -> i32 {
         ),
         WorkloadArgs::Tpcc(t) => {
             use phasedb_workloads::tpcc::{Tpcc, TpccConfig, TpccMix};
+            let mix = t.mix.as_deref().unwrap_or("standard");
+            let Some(mix) = TpccMix::parse(mix) else {
+                return fail(format!(
+                    "--mix {mix} runs on a STAR cluster only (--cluster N --algorithm star); \
+                     the embedded engine runs standard, no-p or no-p-os"
+                ));
+            };
+            let defaults = TpccConfig::default();
             let cfg = TpccConfig {
-                warehouses: t.warehouses,
-                mix: TpccMix::parse(&t.mix).expect("clap checked the mix"),
-                remote_item_ratio: t.remote_item_ratio,
-                remote_payment_ratio: t.remote_payment_ratio,
+                warehouses: t.warehouses.unwrap_or(1),
+                mix,
+                remote_item_ratio: t.remote_item_ratio.unwrap_or(defaults.remote_item_ratio),
+                remote_payment_ratio: t
+                    .remote_payment_ratio
+                    .unwrap_or(defaults.remote_payment_ratio),
                 fine: t.granularity == Granularity::Fine,
             };
             if let Err(e) = cfg.validate() {

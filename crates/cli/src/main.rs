@@ -21,7 +21,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run one benchmark on the embedded engine and report throughput, aborts and latency.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Run one of the seeds' experiments (a sweep) and write its CSV, SVG plot and report.
     Experiment(experiment::ExperimentArgs),
     /// Run one cluster member (`--config cluster.toml --id N`) until SIGINT or SIGTERM.
@@ -44,7 +44,7 @@ pub(crate) fn this_program() -> std::io::Result<std::path::PathBuf> {
 fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
-        Command::Bench(args) => bench::run(args),
+        Command::Bench(args) => bench::run(*args),
         Command::Experiment(args) => experiment::run(args),
         Command::Node(args) => cluster::node::run(args),
     };

@@ -27,6 +27,9 @@
 //! hybrid_replication = true      # operation replication in the partitioned phase
 //! cross_partition = 0.1          # share of cross-partition transactions the nodes generate
 //! placement = [[1, 0], [2, 0]]   # optional: per partition, its primary then its secondaries
+//! workload = "ycsb"              # what the nodes run: "ycsb" or "tpcc" (phasedb node needs it)
+//! workload_args = ["--rows", "200000"]   # the workload's flags, as phasedb bench takes them
+//! seed = 1                       # seed of the nodes' own load generators
 //! ```
 //!
 //! [`ClusterConfig::from_toml`] refuses inconsistent files with a [`ConfigError`] that names the
@@ -161,6 +164,16 @@ pub struct StarConfig {
     /// Explicit placement: for each partition, its primary node then its secondaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Vec<Vec<u32>>>,
+    /// The workload every node runs (`phasedb node` knows "ycsb" and "tpcc"); the file is the one
+    /// place the nodes learn it from, so they all load and run the same data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// The workload's flags, as `phasedb bench <workload>` takes them (e.g. `["--rows", "1000"]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workload_args: Vec<String>,
+    /// Seed of the load generators of the nodes (node `i` seeds its own from it and `i`).
+    #[serde(default = "StarConfig::default_seed")]
+    pub seed: u64,
 }
 
 impl StarConfig {
@@ -179,6 +192,9 @@ impl StarConfig {
     fn default_hybrid() -> bool {
         true
     }
+    fn default_seed() -> u64 {
+        1
+    }
 
     /// Settings for `partitions` partitions with every other field at its default.
     pub fn new(partitions: u32) -> StarConfig {
@@ -191,6 +207,9 @@ impl StarConfig {
             hybrid_replication: Self::default_hybrid(),
             cross_partition: 0.0,
             placement: None,
+            workload: None,
+            workload_args: Vec::new(),
+            seed: Self::default_seed(),
         }
     }
 

@@ -15,14 +15,22 @@ use phasedb_net::config::{NetSettings, ServerSettings};
 
 use crate::bench::Common;
 
+/// STAR's name among the algorithms.
+pub const STAR: &str = "star";
+
 fn algorithm_names() -> Vec<&'static str> {
-    Algorithm::ALL.iter().map(|a| a.name()).collect()
+    Algorithm::ALL
+        .iter()
+        .map(|a| a.name())
+        .chain([STAR])
+        .collect()
 }
 
 /// Flags of the cluster benchmark.
 #[derive(Args, Debug, Clone)]
 pub struct ClusterArgs {
-    /// Run against a cluster of N `phasedb node` processes started on 127.0.0.1 (ycsb only).
+    /// Run against a cluster of N `phasedb node` processes started on 127.0.0.1 (ycsb; ycsb or
+    /// tpcc under --algorithm star).
     #[arg(long, global = true)]
     pub cluster: Option<usize>,
     /// Run against an already running cluster described by this file instead of starting one.
@@ -59,6 +67,46 @@ pub struct ClusterArgs {
     /// and client thread i on core i.
     #[arg(long, global = true)]
     pub no_pin: bool,
+    /// STAR: share of cross-partition transactions the nodes generate, 0 to 1 (default 0.1).
+    #[arg(long, global = true)]
+    pub cross_partition: Option<f64>,
+    /// STAR: milliseconds of one iteration, a partitioned phase and a single-master phase (default 10).
+    #[arg(long, global = true)]
+    pub iteration_ms: Option<u64>,
+    /// STAR: nodes with a full copy of the database, nodes 0..F; node 0 coordinates (default 1).
+    #[arg(long, global = true)]
+    pub full_replicas: Option<u32>,
+    /// STAR: copies of each partition, its primary included (default 2, at most the nodes).
+    #[arg(long, global = true)]
+    pub replicas: Option<u32>,
+    /// STAR: partitions of the data (default: one per node; TPC-C has one per warehouse).
+    #[arg(long, global = true)]
+    pub partitions: Option<u32>,
+    /// STAR: value replication in both phases, instead of operation replication in the
+    /// partitioned phase (hybrid replication, STAR §5.2).
+    #[arg(long, global = true)]
+    pub no_hybrid: bool,
+}
+
+impl ClusterArgs {
+    /// Whether the run is STAR's.
+    pub fn is_star(&self) -> bool {
+        self.algorithm == STAR
+    }
+
+    /// The first STAR-only flag given, if any (for runs of other algorithms, which refuse it).
+    pub fn star_flag(&self) -> Option<&'static str> {
+        [
+            (self.cross_partition.is_some(), "--cross-partition"),
+            (self.iteration_ms.is_some(), "--iteration-ms"),
+            (self.full_replicas.is_some(), "--full-replicas"),
+            (self.replicas.is_some(), "--replicas"),
+            (self.partitions.is_some(), "--partitions"),
+            (self.no_hybrid, "--no-hybrid"),
+        ]
+        .into_iter()
+        .find_map(|(given, name)| given.then_some(name))
+    }
 }
 
 /// The YCSB flags of `phasedb bench ycsb` that the cluster benchmark honours.
@@ -82,7 +130,8 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
 
 /// Runs the cluster benchmark; returns the process exit code.
 pub fn run(args: &ClusterArgs, c: &Common, shape: Shape) -> i32 {
-    let algorithm = Algorithm::parse(&args.algorithm).expect("clap checked the algorithm");
+    let algorithm =
+        Algorithm::parse(&args.algorithm).expect("clap checked the algorithm, and star runs apart");
     let defaults = YcsbRamp::default();
     let workload = YcsbRamp {
         items: shape.rows.unwrap_or(defaults.items),

@@ -3,3 +3,7 @@
 pub mod bench;
 pub mod node;
 mod report;
+pub mod star;
+mod star_node;
+mod star_report;
+pub mod star_workload;

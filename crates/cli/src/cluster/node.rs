@@ -1,4 +1,5 @@
-//! `phasedb node --config cluster.toml --id N`: runs one cluster member until SIGINT or SIGTERM.
+//! `phasedb node --config cluster.toml --id N`: runs one cluster member until SIGINT or SIGTERM: a
+//! RAMP partition server, or a STAR node when the file has a `[star]` table.
 
 use std::path::PathBuf;
 
@@ -68,6 +69,16 @@ pub fn run(args: NodeArgs) -> i32 {
             return 2;
         }
     };
+    if cfg.star.is_some() {
+        return super::star_node::run(
+            &args.config,
+            &cfg,
+            args.id,
+            listener,
+            args.quiet,
+            args.stats.as_deref(),
+        );
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -79,15 +90,7 @@ pub fn run(args: NodeArgs) -> i32 {
         }
     };
     let result = rt.block_on(async {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let shutdown = async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        };
+        let shutdown = terminated()?;
         if !args.quiet {
             eprintln!(
                 "node {} serving partitions {:?} on {} ({} nodes, {} partitions)",
@@ -126,4 +129,17 @@ pub fn run(args: NodeArgs) -> i32 {
             1
         }
     }
+}
+
+/// Completes on SIGTERM or SIGINT (Ctrl-C). Must be called inside a tokio runtime.
+pub(crate) fn terminated() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }

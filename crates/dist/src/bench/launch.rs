@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use phasedb_net::ClusterConfig;
 use phasedb_net::config::{NetSettings, ServerSettings};
+use phasedb_net::{ClusterConfig, StarConfig};
 
 use crate::node::wait_listening;
 use crate::server::ServerStats;
@@ -51,12 +51,42 @@ impl ProcessCluster {
         net: NetSettings,
         pin: bool,
     ) -> Result<ProcessCluster, String> {
+        Self::start_with(binary, n, pin, |addrs| {
+            ClusterConfig::local(addrs, server, net).map_err(|e| e.to_string())
+        })
+    }
+
+    /// As [`ProcessCluster::start`], for a STAR cluster: the configuration also holds `star`
+    /// (its layout, workload and settings), from which every node learns what to run.
+    pub fn start_star(
+        binary: &Path,
+        n: usize,
+        star: StarConfig,
+        server: ServerSettings,
+        net: NetSettings,
+        pin: bool,
+    ) -> Result<ProcessCluster, String> {
+        star.validate(n as u32).map_err(|e| e.to_string())?;
+        Self::start_with(binary, n, pin, |addrs| {
+            let mut config = ClusterConfig::local(addrs, server, net).map_err(|e| e.to_string())?;
+            config.star = Some(star);
+            Ok(config)
+        })
+    }
+
+    /// Starts `n` nodes on the configuration `make` builds for their reserved addresses.
+    fn start_with(
+        binary: &Path,
+        n: usize,
+        pin: bool,
+        make: impl FnOnce(&[SocketAddr]) -> Result<ClusterConfig, String>,
+    ) -> Result<ProcessCluster, String> {
         if n == 0 || n > 64 {
             return Err("--cluster must be between 1 and 64 nodes".into());
         }
         let reserved = reserve_ports(n).map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
         let addrs = addrs_of(&reserved).map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
-        let config = ClusterConfig::local(&addrs, server, net).map_err(|e| e.to_string())?;
+        let config = make(&addrs)?;
         let dir = std::env::temp_dir().join(format!(
             "phasedb-cluster-{}-{}",
             std::process::id(),
@@ -119,6 +149,19 @@ impl ProcessCluster {
             }
         }
         Ok(cluster)
+    }
+
+    /// The first node that is no longer running, and how it ended: a node that loads its data
+    /// before it serves may fail after [`ProcessCluster::start`] returned.
+    pub fn exited(&mut self) -> Option<String> {
+        self.children
+            .iter_mut()
+            .enumerate()
+            .find_map(|(i, c)| match c.try_wait() {
+                Ok(Some(status)) => Some(format!("node {i} exited ({status})")),
+                Ok(None) => None,
+                Err(e) => Some(format!("cannot wait for node {i}: {e}")),
+            })
     }
 
     /// Asks every node to shut down (SIGTERM) and waits up to `grace`; kills the rest.

@@ -16,6 +16,9 @@
 //! - `requests`: routing, queues, and results held until their phase ends (§4, §7.1).
 //! - [`stats`]: counters a benchmark gathers with a [`msg::Query`].
 //! - [`serve`](mod@serve): running a node over TCP from the cluster file's `[star]` table.
+//! - [`client`]: a blocking client that sends requests and queries to a node over TCP.
+//! - [`bench`](mod@bench): the cluster benchmark — the nodes' own load, counters polled every
+//!   100 ms, then quiescing and comparing every partition's replicas.
 //!
 //! What it guarantees: transactions are serializable (§4.4) — one phase at a time, single-partition
 //! transactions one after another on their partition's primary, cross-partition ones under OCC on
@@ -26,6 +29,9 @@
 //! node runs its transactions inline on its event-loop thread), read-only transactions on
 //! secondaries at read committed during the single-master phase (optional in §4.3).
 
+pub mod bench;
+pub mod client;
+mod control;
 mod execute;
 mod fence;
 pub mod layout;

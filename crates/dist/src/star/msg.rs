@@ -109,6 +109,12 @@ pub enum Query {
     Digests,
     /// The committed transactions recorded since the last such query (when the node records).
     History,
+    /// Starts (true) or stops (false) the node's own load, as a benchmark does around its run;
+    /// answered with the node's counters at that moment ([`Answer::Stats`]).
+    Load(bool),
+    /// The workload's consistency check (`Procedures::check`) on the partitions the node holds;
+    /// meaningful between phases once load stopped.
+    Check,
 }
 
 /// The answer to a [`StarMsg::Query`].
@@ -120,6 +126,8 @@ pub enum Answer {
     Digests(Vec<PartitionDigest>),
     /// Recorded committed transactions (empty unless the node records histories).
     History(History),
+    /// The consistency check's verdict: the first violation found, if any.
+    Check(Result<(), String>),
 }
 
 /// Every message of a STAR cluster.

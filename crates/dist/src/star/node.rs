@@ -562,11 +562,13 @@ where
     fn release<T: Transport<StarMsg>>(&mut self, net: &mut T) {
         let now = net.now();
         let phase = self.phase;
+        let cross = PhaseKind::of(phase) == PhaseKind::SingleMaster;
         let mut held_list = std::mem::take(&mut self.queues.held);
         for held in held_list.drain(..) {
             if let Some(t) = self.types.get_mut(held.ty) {
                 if held.committed {
                     t.committed += 1;
+                    t.committed_cross += cross as u64;
                 } else {
                     t.aborted += 1;
                 }
@@ -601,6 +603,11 @@ where
             Query::Stats => Answer::Stats(Box::new(self.stats())),
             Query::Digests => Answer::Digests(self.digests()),
             Query::History => Answer::History(self.take_history()),
+            Query::Load(on) => {
+                self.set_local_load(on);
+                Answer::Stats(Box::new(self.stats()))
+            }
+            Query::Check => Answer::Check(self.check()),
         }
     }
 }

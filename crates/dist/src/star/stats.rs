@@ -14,6 +14,8 @@ pub struct TypeCounts {
     pub name: String,
     /// Committed, counted when their phase ended (§4: results are released only then).
     pub committed: u64,
+    /// Of those, committed in single-master phases: the cross-partition ones (§4.2).
+    pub committed_cross: u64,
     /// Aborted by their procedure, counted when their phase ended.
     pub aborted: u64,
     /// Failed in the engine (a panic in the procedure, a misuse of the API).
@@ -157,6 +159,7 @@ impl StarStats {
                 mine.name = theirs.name.clone();
             }
             mine.committed += theirs.committed;
+            mine.committed_cross += theirs.committed_cross;
             mine.aborted += theirs.aborted;
             mine.failed += theirs.failed;
         }

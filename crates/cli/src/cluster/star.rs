@@ -1,0 +1,272 @@
+//! `phasedb bench ycsb|tpcc --algorithm star`: a STAR cluster of `phasedb node` processes started on
+//! 127.0.0.1 (`--cluster N`) or already running (`--connect FILE`), the nodes generating their own
+//! load as in the paper's evaluation, watched over TCP (`phasedb_dist::star::bench`).
+//!
+//! Defaults, scaled to a 2-core machine: 1 full replica (node 0, the coordinator) and the other
+//! nodes partial, 2 copies of each partition, one partition per node (the paper has as many
+//! partitions as worker threads, §8.1, and a node here runs one), YCSB with 200K rows per
+//! partition (§8.1.1), a 10 ms iteration (§4.3) and 10% cross-partition transactions (the issue's
+//! target point).
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use phasedb_dist::bench::launch::ProcessCluster;
+use phasedb_dist::star::Layout;
+use phasedb_dist::star::bench::{BenchSettings, Stage};
+use phasedb_net::config::{NetSettings, ServerSettings};
+use phasedb_net::{ClusterConfig, StarConfig};
+
+use super::bench::ClusterArgs;
+use super::star_report::{RunInfo, json, table};
+use super::star_workload::StarWorkload;
+use crate::bench::{Common, Granularity, TpccArgs, YcsbArgs};
+
+/// The default share of cross-partition transactions.
+pub const DEFAULT_CROSS_PARTITION: f64 = 0.1;
+
+/// The workload flags the command line gave.
+pub enum WorkloadFlags<'a> {
+    /// `phasedb bench ycsb ...`.
+    Ycsb(&'a YcsbArgs),
+    /// `phasedb bench tpcc ...`.
+    Tpcc(&'a TpccArgs),
+}
+
+impl WorkloadFlags<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            WorkloadFlags::Ycsb(_) => "ycsb",
+            WorkloadFlags::Tpcc(_) => "tpcc",
+        }
+    }
+
+    /// Whether any workload flag was given.
+    fn given(&self) -> bool {
+        match self {
+            WorkloadFlags::Ycsb(y) => {
+                y.variant.is_some()
+                    || y.rows.is_some()
+                    || y.ops.is_some()
+                    || y.read_ratio.is_some()
+                    || y.theta.is_some()
+                    || y.columns.is_some()
+                    || y.column_size.is_some()
+                    || y.granularity != Granularity::Coarse
+            }
+            WorkloadFlags::Tpcc(t) => {
+                t.warehouses.is_some()
+                    || t.mix.is_some()
+                    || t.remote_item_ratio.is_some()
+                    || t.remote_payment_ratio.is_some()
+                    || t.granularity != Granularity::Coarse
+            }
+        }
+    }
+}
+
+fn fail(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("error: {msg}");
+    2
+}
+
+/// The `[star]` table of a `--cluster n` run.
+fn star_table(
+    args: &ClusterArgs,
+    c: &Common,
+    flags: &WorkloadFlags,
+    n: u32,
+) -> Result<StarConfig, String> {
+    let partitions = match flags {
+        WorkloadFlags::Ycsb(_) => args.partitions.unwrap_or(n),
+        WorkloadFlags::Tpcc(t) => match (t.warehouses, args.partitions) {
+            (Some(w), Some(p)) if w != p => {
+                return Err(format!(
+                    "--warehouses {w} and --partitions {p} differ: STAR's TPC-C has one partition per warehouse"
+                ));
+            }
+            (Some(w), _) => w,
+            (None, p) => p.unwrap_or(n),
+        },
+    };
+    let mut star = StarConfig {
+        full_replicas: args.full_replicas.unwrap_or(1),
+        replicas_per_partition: args.replicas.unwrap_or(2.min(n)),
+        iteration_ms: args.iteration_ms.unwrap_or(10),
+        hybrid_replication: !args.no_hybrid,
+        cross_partition: args.cross_partition.unwrap_or(DEFAULT_CROSS_PARTITION),
+        seed: c.seed,
+        ..StarConfig::new(partitions)
+    };
+    // The layout's rules (who holds what) as the nodes will check them, before any starts.
+    Layout::new(n, &star).map_err(|e| e.to_string())?;
+    let workload = match flags {
+        WorkloadFlags::Ycsb(y) => StarWorkload::ycsb(y, partitions)?,
+        WorkloadFlags::Tpcc(t) => StarWorkload::tpcc(t, partitions)?,
+    };
+    star.workload = Some(workload.name().into());
+    star.workload_args = workload.args();
+    Ok(star)
+}
+
+/// Runs the STAR benchmark; returns the process exit code (1 when replicas disagree or a
+/// consistency check fails, 2 on bad flags).
+pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
+    for (name, v) in [("--duration", c.duration), ("--warmup", c.warmup)] {
+        if !v.is_finite() || !(0.0..=86_400.0).contains(&v) {
+            return fail(format!(
+                "{name} must be a number of seconds between 0 and 86400"
+            ));
+        }
+    }
+    if c.duration <= 0.0 {
+        return fail("--duration must be positive");
+    }
+    if c.verify {
+        return fail(
+            "--verify is not built for --algorithm star (its replicas are compared after every run)",
+        );
+    }
+    if c.threads.is_some() {
+        return fail("--threads does not apply to --algorithm star: each node runs one worker");
+    }
+    if let Some(x) = args.cross_partition
+        && !(0.0..=1.0).contains(&x)
+    {
+        return fail("--cross-partition must be between 0 and 1");
+    }
+    let server = ServerSettings::default();
+    let net = NetSettings {
+        delay_us: args.delay_us,
+        poll_us: args.poll_us,
+    };
+    let (config, mut processes) = match (&args.connect, args.cluster) {
+        (Some(path), _) => {
+            let cfg = match ClusterConfig::load(path) {
+                Ok(cfg) => cfg,
+                Err(e) => return fail(e),
+            };
+            let Some(star) = &cfg.star else {
+                return fail(format!(
+                    "{} has no [star] table: it describes a RAMP cluster",
+                    path.display()
+                ));
+            };
+            if let Some(flag) = args.star_flag() {
+                return fail(format!(
+                    "{flag} does not apply with --connect: the cluster file's [star] table sets the layout"
+                ));
+            }
+            if flags.given() {
+                return fail(
+                    "with --connect the workload comes from the cluster file's [star] table: drop the workload flags",
+                );
+            }
+            if star.workload.as_deref() != Some(flags.name()) {
+                return fail(format!(
+                    "the cluster runs {}, not {}",
+                    star.workload.as_deref().unwrap_or("no workload"),
+                    flags.name()
+                ));
+            }
+            (cfg, None)
+        }
+        (None, Some(n)) => {
+            if n == 0 || n > 64 {
+                return fail("--cluster must be between 1 and 64 nodes");
+            }
+            let star = match star_table(args, c, &flags, n as u32) {
+                Ok(s) => s,
+                Err(e) => return fail(e),
+            };
+            let binary = match crate::this_program() {
+                Ok(b) => b,
+                Err(e) => return fail(format!("cannot find the phasedb binary: {e}")),
+            };
+            match ProcessCluster::start_star(&binary, n, star, server, net, !args.no_pin) {
+                Ok(p) => (p.config.clone(), Some(p)),
+                Err(e) => return fail(e),
+            }
+        }
+        (None, None) => return fail("--cluster N or --connect FILE is required"),
+    };
+    let star = config.star.clone().expect("a STAR cluster");
+    let workload = match StarWorkload::from_config(&star) {
+        Ok(w) => w,
+        Err(e) => return fail(e),
+    };
+    let settings = BenchSettings {
+        warmup: Duration::from_secs_f64(c.warmup),
+        duration: Duration::from_secs_f64(c.duration),
+        ..BenchSettings::default()
+    };
+    let bar = progress_bar(&settings, workload.name(), config.nodes.len());
+    let result = phasedb_dist::star::bench::run(&config, &settings, |p| {
+        if let Some(exit) = processes.as_mut().and_then(ProcessCluster::exited) {
+            return Err(exit);
+        }
+        let stage = match p.stage {
+            Stage::Loading => "loading",
+            Stage::Warmup => "warm-up",
+            Stage::Measuring => "measuring",
+            Stage::Quiescing => "quiescing",
+        };
+        bar.set_position(p.elapsed.as_millis() as u64);
+        bar.set_message(format!("{stage}, {:.0} txn/s", p.rate));
+        Ok(())
+    });
+    bar.finish_and_clear();
+    let clean = processes.map(|p| (p.config.nodes.len(), p.stop(Duration::from_secs(10))));
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let info = RunInfo {
+        workload: &workload,
+        star: &star,
+        net: &config.net,
+        settings: &settings,
+        started: args.cluster.is_some() && args.connect.is_none(),
+    };
+    if c.json {
+        println!("{}", json(&report, &info));
+    } else {
+        print!("{}", table(&report, &info));
+    }
+    if let Some((n, clean)) = clean
+        && clean < n
+    {
+        eprintln!(
+            "warning: {} of {n} nodes did not shut down cleanly",
+            n - clean
+        );
+    }
+    let mut code = 0;
+    if !report.replicas.agree() {
+        for p in &report.replicas.problems {
+            eprintln!("error: replicas disagree: {p}");
+        }
+        code = 1;
+    }
+    for e in report.checks.iter().filter_map(|c| c.as_ref().err()) {
+        eprintln!("error: consistency check failed: {e}");
+        code = 1;
+    }
+    code
+}
+
+fn progress_bar(settings: &BenchSettings, workload: &str, nodes: usize) -> ProgressBar {
+    let total_ms = (settings.warmup + settings.duration).as_millis() as u64;
+    let bar = ProgressBar::new(total_ms.max(1));
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {prefix} [{bar:30}] {elapsed}/{duration} {msg}")
+            .expect("valid progress template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(format!("{workload} on star with {nodes} nodes"));
+    bar.set_message("loading");
+    bar
+}

@@ -1,0 +1,276 @@
+//! Formats a STAR benchmark result as a table or one JSON object.
+
+use std::fmt::Write;
+
+use phasedb_dist::star::bench::{BenchReport, BenchSettings};
+use phasedb_dist::star::stats::TypeCounts;
+use phasedb_net::StarConfig;
+use phasedb_net::config::NetSettings;
+use serde_json::{Value, json};
+
+use super::star_workload::StarWorkload;
+
+/// Where the load comes from, said in every report.
+pub const LOAD: &str = "the nodes generate their own transactions (no networked clients, as in \
+    the STAR paper's evaluation, §8.1); requests from client endpoints over TCP are served too";
+
+/// What the report says about the run besides its measurements.
+pub struct RunInfo<'a> {
+    /// The workload.
+    pub workload: &'a StarWorkload,
+    /// The cluster's `[star]` table.
+    pub star: &'a StarConfig,
+    /// Its transport settings.
+    pub net: &'a NetSettings,
+    /// The run's windows.
+    pub settings: &'a BenchSettings,
+    /// Whether the benchmark started the nodes (`--cluster`) or found them (`--connect`).
+    pub started: bool,
+}
+
+fn abort_rate(t: &TypeCounts) -> f64 {
+    let all = t.committed + t.aborted;
+    if all == 0 {
+        0.0
+    } else {
+        t.aborted as f64 / all as f64
+    }
+}
+
+fn workload_json(w: &StarWorkload) -> Value {
+    match w {
+        StarWorkload::Ycsb(c) => json!({
+            "rows_per_partition": c.rows_per_partition,
+            "columns": c.columns,
+            "column_size": c.column_size,
+            "read_ratio": c.read_ratio,
+            "ops": phasedb_workloads::ycsb::OPS,
+            "fine": c.fine,
+        }),
+        StarWorkload::Tpcc(c) => json!({
+            "warehouses": c.warehouses,
+            "mix": c.mix.name(),
+            "fine": c.fine,
+        }),
+    }
+}
+
+/// The result as one JSON object.
+pub fn json(r: &BenchReport, info: &RunInfo) -> String {
+    let secs = r.measured.as_secs_f64().max(1e-9);
+    let star = info.star;
+    let per_type: serde_json::Map<String, Value> = r
+        .window
+        .types
+        .iter()
+        .map(|t| {
+            (
+                t.name.clone(),
+                json!({
+                    "committed": t.committed,
+                    "committed_cross": t.committed_cross,
+                    "aborted": t.aborted,
+                    "failed": t.failed,
+                    "throughput": t.committed as f64 / secs,
+                    "abort_rate": abort_rate(t),
+                }),
+            )
+        })
+        .collect();
+    let c = &r.coordinator;
+    let checks: Vec<Value> = r
+        .checks
+        .iter()
+        .map(|c| match c {
+            Ok(()) => json!("ok"),
+            Err(e) => json!(e),
+        })
+        .collect();
+    let digests: Vec<Value> = r
+        .replicas
+        .partitions
+        .iter()
+        .map(|(p, seen)| {
+            json!({
+                "partition": p,
+                "replicas": seen.iter().map(|(n, d)| json!({"node": n, "digest": format!("{d:016x}")})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "workload": info.workload.name(),
+        "protocol": "star",
+        "load": LOAD,
+        "throughput": r.throughput(),
+        "committed": r.committed(),
+        "aborted": r.window.aborted(),
+        "abort_rate": r.abort_rate(),
+        "measured_s": secs,
+        "latency_us": { "p50": r.latency_us(0.5), "p99": r.latency_us(0.99), "p999": r.latency_us(0.999) },
+        "per_type": per_type,
+        "intervals": {
+            "interval_ms": info.settings.interval.as_secs_f64() * 1e3,
+            "throughput": r.intervals,
+            "min": r.min_interval(),
+            "mean": r.throughput(),
+            "below_half_mean": r.intervals_below_half_mean(),
+        },
+        "phases": {
+            "per_s": r.phases_per_s(),
+            "partitioned_share": r.share(c.partitioned_ns),
+            "single_master_share": r.share(c.single_master_ns),
+            "fence_share": r.share(c.fence_ns),
+        },
+        "replication": {
+            "bytes_per_txn": r.bytes_per_commit(),
+            "records_per_txn": r.records_per_commit(),
+            "bytes_sent_per_txn": r.bytes_sent_per_commit(),
+            "bytes_partitioned": r.window.replication.bytes_partitioned,
+            "bytes_single_master": r.window.replication.bytes_single_master,
+            "refused_batches": r.window.replication.refused,
+        },
+        "cross_partition": { "configured": star.cross_partition, "measured": r.cross_share() },
+        "replicas_agree": r.replicas.agree(),
+        "replica_problems": r.replicas.problems,
+        "digests": digests,
+        "consistency": checks,
+        "config": {
+            "nodes": r.nodes,
+            "started_nodes": info.started,
+            "partitions": star.partitions,
+            "full_replicas": star.full_replicas,
+            "replicas_per_partition": star.replicas_per_partition,
+            "workers": star.workers,
+            "iteration_ms": star.iteration_ms,
+            "hybrid_replication": star.hybrid_replication,
+            "cross_partition": star.cross_partition,
+            "seed": star.seed,
+            "workload_args": star.workload_args,
+            "workload": workload_json(info.workload),
+            "warmup_s": info.settings.warmup.as_secs_f64(),
+            "duration_s": info.settings.duration.as_secs_f64(),
+            "delay_us": info.net.delay_us,
+            "poll_us": info.net.poll_us,
+        },
+    })
+    .to_string()
+}
+
+/// The result as a table.
+pub fn table(r: &BenchReport, info: &RunInfo) -> String {
+    let secs = r.measured.as_secs_f64().max(1e-9);
+    let star = info.star;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} on star with {} nodes ({} full replica{}, {} copies of each of {} partitions), {:.1} s measured after {:.1} s warm-up (seed {})",
+        info.workload.name(),
+        r.nodes,
+        star.full_replicas,
+        if star.full_replicas == 1 { "" } else { "s" },
+        star.replicas_per_partition,
+        star.partitions,
+        secs,
+        info.settings.warmup.as_secs_f64(),
+        star.seed
+    );
+    let _ = writeln!(out, "  load: {LOAD}");
+    let _ = writeln!(
+        out,
+        "  {} iteration_ms={} cross_partition={} hybrid_replication={} delay_us={}",
+        star.workload_args.join(" "),
+        star.iteration_ms,
+        star.cross_partition,
+        star.hybrid_replication,
+        info.net.delay_us
+    );
+    let _ = writeln!(
+        out,
+        "\n{:<10} {:>11} {:>12} {:>8} {:>8}",
+        "type", "committed", "txn/s", "abort%", "cross%"
+    );
+    let mut line = |t: &TypeCounts| {
+        let _ = writeln!(
+            out,
+            "{:<10} {:>11} {:>12.0} {:>8.2} {:>8.1}",
+            t.name,
+            t.committed,
+            t.committed as f64 / secs,
+            abort_rate(t) * 100.0,
+            t.committed_cross as f64 / t.committed.max(1) as f64 * 100.0
+        );
+    };
+    let mut total = TypeCounts {
+        name: "total".into(),
+        ..TypeCounts::default()
+    };
+    for t in &r.window.types {
+        line(t);
+        total.committed += t.committed;
+        total.committed_cross += t.committed_cross;
+        total.aborted += t.aborted;
+    }
+    if r.window.types.len() > 1 {
+        line(&total);
+    }
+    let c = &r.coordinator;
+    let _ = writeln!(
+        out,
+        "\nthroughput per {:.0} ms: mean {:.0} txn/s, min {:.0} ({:.2} of the mean), {} of {} intervals below half the mean",
+        info.settings.interval.as_secs_f64() * 1e3,
+        r.throughput(),
+        r.min_interval(),
+        r.min_interval() / r.throughput().max(1e-9),
+        r.intervals_below_half_mean(),
+        r.intervals.len()
+    );
+    let _ = writeln!(
+        out,
+        "commit latency (generation to release at its phase's end): p50 {:.2} ms, p99 {:.2} ms, p999 {:.2} ms",
+        r.latency_us(0.5) / 1e3,
+        r.latency_us(0.99) / 1e3,
+        r.latency_us(0.999) / 1e3
+    );
+    let _ = writeln!(
+        out,
+        "phases: {:.0}/s; coordinator's wall time: partitioned {:.1}%, single-master {:.1}%, fences {:.1}%",
+        r.phases_per_s(),
+        r.share(c.partitioned_ns) * 100.0,
+        r.share(c.single_master_ns) * 100.0,
+        r.share(c.fence_ns) * 100.0
+    );
+    let _ = writeln!(
+        out,
+        "replication: {:.1} bytes and {:.2} records per committed transaction ({:.1} bytes sent, every copy counted)",
+        r.bytes_per_commit(),
+        r.records_per_commit(),
+        r.bytes_sent_per_commit()
+    );
+    let _ = writeln!(
+        out,
+        "cross-partition share: {:.3} measured ({} configured)",
+        r.cross_share(),
+        star.cross_partition
+    );
+    let copies: usize = r.replicas.partitions.iter().map(|p| p.1.len()).sum();
+    let _ = writeln!(
+        out,
+        "replicas agree: {} ({} partitions, {copies} copies compared after quiescing)",
+        if r.replicas.agree() { "yes" } else { "no" },
+        r.replicas.partitions.len()
+    );
+    for p in &r.replicas.problems {
+        let _ = writeln!(out, "  {p}");
+    }
+    let failed: Vec<&String> = r.checks.iter().filter_map(|c| c.as_ref().err()).collect();
+    let _ = writeln!(
+        out,
+        "consistency ({} check on every node's partitions): {}",
+        info.workload.name(),
+        if failed.is_empty() { "ok" } else { "FAILED" }
+    );
+    for e in failed {
+        let _ = writeln!(out, "  {e}");
+    }
+    out
+}

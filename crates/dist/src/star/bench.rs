@@ -1,0 +1,488 @@
+//! The STAR cluster benchmark: the nodes generate their own load, as in the paper's evaluation
+//! (§8.1: "we ran experiments without networked clients"), and the benchmark watches them from a
+//! client endpoint over TCP.
+//!
+//! 1. Wait until every node has loaded its partitions and answers ([`Query::Stats`]).
+//! 2. Start every node's load ([`Query::Load`]): single-partition transactions on each primary in
+//!    partitioned phases, cross-partition ones on the coordinator in single-master phases, in the
+//!    `[star]` table's cross-partition share.
+//! 3. Warm up, then measure: every node's counters are read every [`BenchSettings::interval`]
+//!    (100 ms), which gives throughput per interval (a steady run has no interval far below the
+//!    mean), and the window's counters are the difference of the reads at its two ends.
+//! 4. Quiesce: stop the load, wait until the phase in which it stopped has ended everywhere (its
+//!    replication fence applied every write to every replica), then ask every node for a digest of
+//!    each partition it holds and compare the replicas, and run the workload's consistency check
+//!    on every node ([`Query::Check`]).
+
+use std::time::{Duration, Instant};
+
+use phasedb_net::{Addr, ClusterConfig};
+use phasedb_txn::PartitionId;
+
+use crate::star::client::{Client, ClientError};
+use crate::star::layout::Layout;
+use crate::star::msg::{Answer, Query};
+use crate::star::stats::{LatencySnapshot, PhaseTimes, StarStats};
+
+/// How a benchmark run goes.
+#[derive(Clone, Debug)]
+pub struct BenchSettings {
+    /// Load before measuring.
+    pub warmup: Duration,
+    /// The measured window.
+    pub duration: Duration,
+    /// How often the nodes' counters are read (the throughput intervals).
+    pub interval: Duration,
+    /// Longest wait for every node to load its data and answer.
+    pub ready_timeout: Duration,
+    /// Longest wait, once the load stopped, for its phase to end everywhere.
+    pub quiesce_timeout: Duration,
+}
+
+impl Default for BenchSettings {
+    fn default() -> Self {
+        BenchSettings {
+            warmup: Duration::from_secs(1),
+            duration: Duration::from_secs(5),
+            interval: Duration::from_millis(100),
+            ready_timeout: Duration::from_secs(600),
+            quiesce_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Where a run is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The nodes load their data.
+    Loading,
+    /// Load runs, not measured yet.
+    Warmup,
+    /// The measured window.
+    Measuring,
+    /// Load stopped; waiting for its phase to end, then comparing replicas.
+    Quiescing,
+}
+
+/// What a run reports as it goes.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Where it is.
+    pub stage: Stage,
+    /// Time since the load started (zero while loading).
+    pub elapsed: Duration,
+    /// Committed transactions per second over the last interval.
+    pub rate: f64,
+}
+
+/// Every replica's digest of each partition, and what disagrees.
+#[derive(Clone, Debug, Default)]
+pub struct ReplicaCheck {
+    /// Per partition, the digest each of its holders reported.
+    pub partitions: Vec<(PartitionId, Vec<(Addr, u64)>)>,
+    /// Replicas that disagree or partitions a holder did not report, in words.
+    pub problems: Vec<String>,
+}
+
+impl ReplicaCheck {
+    /// Whether every replica of every partition holds the same rows.
+    pub fn agree(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug)]
+pub struct BenchReport {
+    /// Nodes in the cluster.
+    pub nodes: u32,
+    /// Length of the measured window.
+    pub measured: Duration,
+    /// The window's counters, every node's added up ([`StarStats::merge`]).
+    pub window: StarStats,
+    /// The coordinator's phase times over the window (one clock for the whole cluster's phases).
+    pub coordinator: PhaseTimes,
+    /// Committed transactions per second in each interval of the window.
+    pub intervals: Vec<f64>,
+    /// The replicas' digests after quiescing.
+    pub replicas: ReplicaCheck,
+    /// Each node's consistency check after quiescing.
+    pub checks: Vec<Result<(), String>>,
+}
+
+impl BenchReport {
+    fn secs(&self) -> f64 {
+        self.measured.as_secs_f64().max(1e-9)
+    }
+
+    /// Committed transactions in the window.
+    pub fn committed(&self) -> u64 {
+        self.window.committed()
+    }
+
+    /// Committed transactions per second.
+    pub fn throughput(&self) -> f64 {
+        self.committed() as f64 / self.secs()
+    }
+
+    /// Transactions their procedure aborted, over all that finished.
+    pub fn abort_rate(&self) -> f64 {
+        let (c, a) = (self.committed(), self.window.aborted());
+        if c + a == 0 {
+            0.0
+        } else {
+            a as f64 / (c + a) as f64
+        }
+    }
+
+    /// Share of the committed transactions that were cross-partition (ran in single-master phases).
+    pub fn cross_share(&self) -> f64 {
+        let cross: u64 = self.window.types.iter().map(|t| t.committed_cross).sum();
+        cross as f64 / self.committed().max(1) as f64
+    }
+
+    /// Commit latency at quantile `q` (generation to release at the end of its phase), in µs.
+    pub fn latency_us(&self, q: f64) -> f64 {
+        let h = self.window.latency.histogram();
+        if h.is_empty() {
+            0.0
+        } else {
+            h.value_at_quantile(q) as f64 / 1_000.0
+        }
+    }
+
+    /// Share of wall time the coordinator spent in `ns` (one of its phase times).
+    pub fn share(&self, ns: u64) -> f64 {
+        ns as f64 / 1e9 / self.secs()
+    }
+
+    /// Phases begun per second.
+    pub fn phases_per_s(&self) -> f64 {
+        self.coordinator.phases as f64 / self.secs()
+    }
+
+    /// Replication records written per committed transaction (each once, whatever its copies).
+    pub fn records_per_commit(&self) -> f64 {
+        self.window.replication.records as f64 / self.committed().max(1) as f64
+    }
+
+    /// Replication bytes written per committed transaction (each record once, §5.2's measure).
+    pub fn bytes_per_commit(&self) -> f64 {
+        self.window.replicated_bytes_per_commit()
+    }
+
+    /// Replication bytes sent per committed transaction, every copy counted.
+    pub fn bytes_sent_per_commit(&self) -> f64 {
+        self.window.replication.bytes_sent as f64 / self.committed().max(1) as f64
+    }
+
+    /// The slowest interval's throughput.
+    pub fn min_interval(&self) -> f64 {
+        self.intervals.iter().copied().fold(f64::NAN, f64::min)
+    }
+
+    /// Intervals below half the window's mean throughput (the steadiness measure).
+    pub fn intervals_below_half_mean(&self) -> usize {
+        let half = self.throughput() / 2.0;
+        self.intervals.iter().filter(|&&r| r < half).count()
+    }
+
+    /// Whether every node passed its consistency check.
+    pub fn consistent(&self) -> bool {
+        self.checks.iter().all(Result::is_ok)
+    }
+}
+
+/// `end - start` of one node's counters (`queued` is the end's: a level, not a count).
+pub fn since(end: &StarStats, start: &StarStats) -> StarStats {
+    let mut d = end.clone();
+    for (t, s) in d.types.iter_mut().zip(&start.types) {
+        t.committed = t.committed.saturating_sub(s.committed);
+        t.committed_cross = t.committed_cross.saturating_sub(s.committed_cross);
+        t.aborted = t.aborted.saturating_sub(s.aborted);
+        t.failed = t.failed.saturating_sub(s.failed);
+    }
+    let mut h = end.latency.histogram();
+    if h.subtract(start.latency.histogram()).is_ok() {
+        d.latency = LatencySnapshot::of(&h);
+    }
+    let (a, b) = (&mut d.times, &start.times);
+    a.phases = a.phases.saturating_sub(b.phases);
+    a.partitioned_ns = a.partitioned_ns.saturating_sub(b.partitioned_ns);
+    a.single_master_ns = a.single_master_ns.saturating_sub(b.single_master_ns);
+    a.fence_ns = a.fence_ns.saturating_sub(b.fence_ns);
+    let (a, b) = (&mut d.replication, &start.replication);
+    a.records = a.records.saturating_sub(b.records);
+    a.bytes_partitioned = a.bytes_partitioned.saturating_sub(b.bytes_partitioned);
+    a.bytes_single_master = a.bytes_single_master.saturating_sub(b.bytes_single_master);
+    a.batches_sent = a.batches_sent.saturating_sub(b.batches_sent);
+    a.bytes_sent = a.bytes_sent.saturating_sub(b.bytes_sent);
+    a.batches_applied = a.batches_applied.saturating_sub(b.batches_applied);
+    a.records_applied = a.records_applied.saturating_sub(b.records_applied);
+    a.refused = a.refused.saturating_sub(b.refused);
+    let (a, b) = (&mut d.requests, &start.requests);
+    a.received = a.received.saturating_sub(b.received);
+    a.forwarded = a.forwarded.saturating_sub(b.forwarded);
+    a.errors = a.errors.saturating_sub(b.errors);
+    a.generated = a.generated.saturating_sub(b.generated);
+    a.discarded = a.discarded.saturating_sub(b.discarded);
+    d
+}
+
+/// Compares the digests `answers[n]` that node `n` gave of the partitions it holds.
+pub fn compare_replicas(layout: &Layout, answers: &[Vec<(PartitionId, u64)>]) -> ReplicaCheck {
+    let mut check = ReplicaCheck::default();
+    for p in 0..layout.partitions() {
+        let mut seen = Vec::new();
+        for &n in layout.replicas(p) {
+            match answers
+                .get(n as usize)
+                .and_then(|a| a.iter().find(|d| d.0 == p))
+            {
+                Some(&(_, digest)) => seen.push((n, digest)),
+                None => check.problems.push(format!(
+                    "node {n} holds partition {p} but gave no digest of it"
+                )),
+            }
+        }
+        if let Some(&(first, digest)) = seen.first()
+            && let Some(&(other, d)) = seen.iter().find(|s| s.1 != digest)
+        {
+            check.problems.push(format!(
+                "partition {p}: node {first} has digest {digest:016x}, node {other} {d:016x}"
+            ));
+        }
+        check.partitions.push((p, seen));
+    }
+    check
+}
+
+fn stats_of(answer: Result<Answer, ClientError>, node: Addr) -> Result<StarStats, String> {
+    match answer {
+        Ok(Answer::Stats(s)) => Ok(*s),
+        Ok(other) => Err(format!(
+            "node {node} answered {other:?} to a counters query"
+        )),
+        Err(e) => Err(format!("node {node}: {e}")),
+    }
+}
+
+/// Every node's counters, read at once.
+fn read_all(client: &Client, query: Query) -> Result<Vec<StarStats>, String> {
+    client
+        .query_all(query)
+        .into_iter()
+        .zip(0..)
+        .map(|(a, n)| stats_of(a, n))
+        .collect()
+}
+
+/// Waits until every node answers (they answer once their data is loaded).
+fn wait_ready(
+    client: &Client,
+    settings: &BenchSettings,
+    watch: &mut dyn FnMut(&Progress) -> Result<(), String>,
+) -> Result<(), String> {
+    let deadline = Instant::now() + settings.ready_timeout;
+    let loading = Progress {
+        stage: Stage::Loading,
+        elapsed: Duration::ZERO,
+        rate: 0.0,
+    };
+    for node in 0..client.nodes() {
+        let ticket = client
+            .send_query(node, Query::Stats)
+            .map_err(|e| e.to_string())?;
+        loop {
+            watch(&loading)?;
+            match ticket.poll(Duration::from_millis(100)) {
+                Some(answer) => {
+                    stats_of(answer, node)?;
+                    break;
+                }
+                None if Instant::now() >= deadline => {
+                    return Err(format!(
+                        "node {node} did not answer within {:?} of the start (still loading?)",
+                        settings.ready_timeout
+                    ));
+                }
+                None => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs the benchmark on the STAR cluster `cfg`, whose nodes serve already (and generate no load
+/// yet). `watch` sees the progress about every interval; an error it returns (a node process
+/// exited, say) ends the run with that error.
+pub fn run(
+    cfg: &ClusterConfig,
+    settings: &BenchSettings,
+    mut watch: impl FnMut(&Progress) -> Result<(), String>,
+) -> Result<BenchReport, String> {
+    if settings.duration.is_zero() || settings.interval.is_zero() {
+        return Err("the measured window and the interval must be positive".into());
+    }
+    let layout = Layout::from_cluster(cfg).map_err(|e| e.to_string())?;
+    let client = Client::connect(cfg).map_err(|e| e.to_string())?;
+    wait_ready(&client, settings, &mut watch)?;
+
+    let started = read_all(&client, Query::Load(true))?;
+    let load_start = Instant::now();
+    let total = |s: &[StarStats]| s.iter().map(StarStats::committed).sum::<u64>();
+    let mut last = (load_start, total(&started));
+    let mut sample = |stage: Stage, watch: &mut dyn FnMut(&Progress) -> Result<(), String>| {
+        let at = Instant::now();
+        let stats = read_all(&client, Query::Stats)?;
+        let committed = total(&stats);
+        let rate = (committed - last.1.min(committed)) as f64
+            / at.duration_since(last.0).as_secs_f64().max(1e-9);
+        last = (at, committed);
+        watch(&Progress {
+            stage,
+            elapsed: load_start.elapsed(),
+            rate,
+        })?;
+        Ok::<_, String>((at, stats, rate))
+    };
+    while load_start.elapsed() < settings.warmup {
+        std::thread::sleep(
+            settings
+                .interval
+                .min(settings.warmup.saturating_sub(load_start.elapsed())),
+        );
+        sample(Stage::Warmup, &mut watch)?;
+    }
+    let (first_at, first, _) = sample(Stage::Measuring, &mut watch)?;
+    let mut intervals = Vec::new();
+    let mut next = first_at;
+    let (last_at, end) = loop {
+        next += settings.interval;
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        let (at, stats, rate) = sample(Stage::Measuring, &mut watch)?;
+        intervals.push(rate);
+        if at.duration_since(first_at) >= settings.duration {
+            break (at, stats);
+        }
+    };
+    let measured = last_at.duration_since(first_at);
+
+    let stopped = read_all(&client, Query::Load(false))?;
+    let last_phase = stopped.iter().map(|s| s.phase).max().unwrap_or(0);
+    let deadline = Instant::now() + settings.quiesce_timeout;
+    loop {
+        let stats = read_all(&client, Query::Stats)?;
+        if stats.iter().all(|s| s.phase > last_phase) {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "phase {last_phase}, in which the load stopped, did not end everywhere within {:?}",
+                settings.quiesce_timeout
+            ));
+        }
+        watch(&Progress {
+            stage: Stage::Quiescing,
+            elapsed: load_start.elapsed(),
+            rate: 0.0,
+        })?;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let digests = client
+        .query_all(Query::Digests)
+        .into_iter()
+        .zip(0..)
+        .map(|(a, n)| match a {
+            Ok(Answer::Digests(d)) => Ok(d.iter().map(|d| (d.partition, d.digest)).collect()),
+            Ok(other) => Err(format!("node {n} answered {other:?} to a digests query")),
+            Err(e) => Err(format!("node {n}: {e}")),
+        })
+        .collect::<Result<Vec<Vec<_>>, String>>()?;
+    let replicas = compare_replicas(&layout, &digests);
+    let checks = client
+        .query_all(Query::Check)
+        .into_iter()
+        .zip(0..)
+        .map(|(a, n)| match a {
+            Ok(Answer::Check(verdict)) => verdict,
+            Ok(other) => Err(format!("node {n} answered {other:?} to a check")),
+            Err(e) => Err(format!("node {n}: {e}")),
+        })
+        .collect();
+
+    let mut window = StarStats::default();
+    for (e, s) in end.iter().zip(&first) {
+        window.merge(&since(e, s));
+    }
+    let coordinator = since(
+        &end[layout.coordinator() as usize],
+        &first[layout.coordinator() as usize],
+    )
+    .times;
+    Ok(BenchReport {
+        nodes: layout.nodes(),
+        measured,
+        window,
+        coordinator,
+        intervals,
+        replicas,
+        checks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::star::stats::{TypeCounts, latency_histogram};
+    use phasedb_net::StarConfig;
+
+    fn counts(committed: u64, latencies: &[u64]) -> StarStats {
+        let mut h = latency_histogram();
+        for &l in latencies {
+            h.record(l).unwrap();
+        }
+        StarStats {
+            types: vec![TypeCounts {
+                name: "t".into(),
+                committed,
+                committed_cross: committed / 10,
+                ..TypeCounts::default()
+            }],
+            latency: LatencySnapshot::of(&h),
+            ..StarStats::default()
+        }
+    }
+
+    #[test]
+    fn a_window_holds_only_what_happened_in_it() {
+        let start = counts(100, &[1_000, 1_000]);
+        let end = counts(300, &[1_000, 1_000, 9_000_000]);
+        let d = since(&end, &start);
+        assert_eq!(d.committed(), 200);
+        assert_eq!(d.types[0].committed_cross, 20);
+        let h = d.latency.histogram();
+        assert_eq!(h.len(), 1, "only the latency recorded in the window");
+        assert!(h.min() > 8_000_000);
+    }
+
+    #[test]
+    fn replicas_that_differ_or_are_missing_are_named() {
+        let layout = Layout::new(2, &StarConfig::new(2)).unwrap();
+        let same = compare_replicas(&layout, &[vec![(0, 7), (1, 8)], vec![(0, 7), (1, 8)]]);
+        assert!(same.agree(), "{:?}", same.problems);
+        assert_eq!(same.partitions[1].1, vec![(1, 8), (0, 8)]);
+        let differ = compare_replicas(&layout, &[vec![(0, 7), (1, 8)], vec![(0, 7), (1, 9)]]);
+        assert_eq!(differ.problems.len(), 1);
+        assert!(
+            differ.problems[0].starts_with("partition 1: node 1"),
+            "{:?}",
+            differ.problems
+        );
+        let missing = compare_replicas(&layout, &[vec![(0, 7)], vec![(0, 7), (1, 8)]]);
+        assert_eq!(
+            missing.problems,
+            vec!["node 0 holds partition 1 but gave no digest of it".to_string()]
+        );
+    }
+}
