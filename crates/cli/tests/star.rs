@@ -307,6 +307,20 @@ fn a_client_request_over_tcp_is_answered_after_its_phase() {
         })
         .sum();
     assert_eq!(received, 4);
+    // The benchmark runs on the same nodes through their cluster file, and every replica still
+    // agrees after the client's writes and the nodes' own load.
+    let out = phasedb()
+        .args(["bench", "ycsb", "--algorithm", "star", "--connect"])
+        .arg(&path)
+        .args(["--duration", "0.5", "--warmup", "0.1", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["config"]["started_nodes"], false);
+    assert!(v["committed"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["replicas_agree"], true, "{v}");
     drop(client);
     assert!(nodes.stop(), "a node did not stop cleanly");
     let stats = std::fs::read_to_string(dir.0.join("node-1.stats")).unwrap();
