@@ -16,7 +16,9 @@ use phasedb_txn::PartitionId;
 
 /// A phase number: 1, 2, 3… Odd phases are partitioned, even ones single-master (the system
 /// starts in the partitioned phase and the two alternate, §4.3). Every node sets its engine's
-/// epoch to the phase number, so TIDs of a later phase are above those of every earlier one.
+/// epoch to the phase number, so TIDs of a later phase are above those of every earlier one. The
+/// TID holds 28 bits of epoch, so a cluster runs at most 2^28 - 1 phases (about 15 days of 10 ms
+/// iterations); the engine refuses a later epoch with a panic.
 pub type Phase = u64;
 
 /// The two phases of STAR (§4).
