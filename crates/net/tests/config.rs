@@ -184,6 +184,22 @@ fn a_star_table_parses_with_defaults_and_round_trips() {
 }
 
 #[test]
+fn a_star_tables_workload_and_seed_round_trip() {
+    let c = ClusterConfig::from_toml(STAR).unwrap();
+    let star = c.star.as_ref().unwrap();
+    assert_eq!((star.workload.as_deref(), star.seed), (None, 1));
+    assert!(star.workload_args.is_empty());
+    let text =
+        format!("{STAR}workload = \"tpcc\"\nworkload_args = [\"--mix\", \"payment\"]\nseed = 9\n");
+    let c = ClusterConfig::from_toml(&text).unwrap();
+    let star = c.star.as_ref().unwrap();
+    assert_eq!(star.workload.as_deref(), Some("tpcc"));
+    assert_eq!(star.workload_args, ["--mix", "payment"]);
+    assert_eq!(star.seed, 9);
+    assert_eq!(ClusterConfig::from_toml(&c.to_toml()).unwrap(), c);
+}
+
+#[test]
 fn bad_star_tables_are_refused_with_the_field() {
     let nodes_and_table = &STAR[..STAR.find("[star]\n").unwrap() + "[star]\n".len()];
     let with = |extra: &str| format!("{nodes_and_table}{extra}\n");
