@@ -76,6 +76,51 @@ pub fn spread(ratios: &[f64]) -> String {
     format!(" (rounds {lo:.2}–{hi:.2}x)")
 }
 
+/// A claim that every `(name, measured ratio)` lies in `range`; not checked when a ratio is missing.
+pub fn ratio_claim(
+    statement: &str,
+    paper: &str,
+    what: &str,
+    ratios: &[(String, Option<f64>)],
+    range: std::ops::RangeInclusive<f64>,
+) -> Claim {
+    let measured = format!(
+        "{what}: {}",
+        ratios
+            .iter()
+            .map(|(n, r)| format!("{n} {}", times(*r)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let missing: Vec<&str> = ratios
+        .iter()
+        .filter(|(_, r)| r.is_none())
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let verdict = if ratios.is_empty() {
+        Verdict::NotChecked("nothing measured".into())
+    } else if !missing.is_empty() {
+        Verdict::NotChecked(format!("no measurement for {}", missing.join(", ")))
+    } else {
+        Verdict::from_bool(
+            ratios
+                .iter()
+                .all(|(_, r)| r.is_some_and(|r| range.contains(&r))),
+        )
+    };
+    Claim {
+        statement: statement.into(),
+        paper: paper.into(),
+        measured,
+        verdict,
+    }
+}
+
+/// `a / b` for two optional throughputs.
+pub fn over(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    ratio(a?, b?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

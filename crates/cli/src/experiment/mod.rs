@@ -13,6 +13,7 @@ mod ramp;
 mod registry;
 mod report;
 mod settings;
+mod star;
 mod sweep;
 
 use std::path::PathBuf;

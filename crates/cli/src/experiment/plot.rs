@@ -1,10 +1,11 @@
-//! Draws a sweep as one SVG: throughput against x on the left, abort rate on the right, one line
-//! per series, and a legend. Text is written as SVG `<text>`, so no font file is needed.
+//! Draws a sweep as one SVG: throughput against x on the left, abort rate (or another figure of the
+//! rows) on the right, one line per series, and a legend. Text is written as SVG `<text>`, so no
+//! font file is needed.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::sweep::{Metrics, Row};
+use super::sweep::Row;
 
 /// How rows map to lines: colour by one parameter, dashed when another has a given value.
 pub struct PlotSpec {
@@ -18,6 +19,47 @@ pub struct PlotSpec {
     pub reference: Option<&'static str>,
     /// Parameter and value drawn dashed, and the legend words for dashed and solid lines.
     pub dashed: Option<Dashes>,
+    /// What the right-hand panel shows.
+    pub right: RightPanel,
+}
+
+/// The figure of the right-hand panel.
+pub enum RightPanel {
+    /// Aborted attempts over all attempts, in percent.
+    AbortRate,
+    /// A numeric parameter of every row (one of its CSV columns), e.g. replication bytes per
+    /// transaction; a row without it is left out of this panel.
+    Param {
+        /// The parameter.
+        param: &'static str,
+        /// The panel's caption.
+        caption: &'static str,
+        /// Name of the y axis.
+        y_label: &'static str,
+    },
+}
+
+impl RightPanel {
+    fn caption(&self) -> &'static str {
+        match self {
+            RightPanel::AbortRate => "Abort rate",
+            RightPanel::Param { caption, .. } => caption,
+        }
+    }
+
+    fn y_label(&self) -> &'static str {
+        match self {
+            RightPanel::AbortRate => "aborted attempts (%)",
+            RightPanel::Param { y_label, .. } => y_label,
+        }
+    }
+
+    fn value(&self, r: &Row) -> Option<f64> {
+        match self {
+            RightPanel::AbortRate => Some(r.metrics.abort_rate * 100.0),
+            RightPanel::Param { param, .. } => r.param(param)?.parse().ok(),
+        }
+    }
 }
 
 /// Which lines are dashed, and how the legend names both styles.
@@ -47,11 +89,18 @@ const GREY: RGBColor = RGBColor(150, 150, 150);
 
 const FONT: &str = "sans-serif";
 
+/// One point of a line: x, throughput and the right-hand panel's figure.
+struct Dot {
+    x: f64,
+    throughput: f64,
+    right: Option<f64>,
+}
+
 /// One line of the plot.
 struct Line {
     color: RGBColor,
     dashed: bool,
-    points: Vec<(f64, Metrics)>,
+    points: Vec<Dot>,
 }
 
 fn lines(spec: &PlotSpec, rows: &[Row]) -> (Vec<Line>, Vec<(String, RGBColor)>) {
@@ -90,11 +139,15 @@ fn lines(spec: &PlotSpec, rows: &[Row]) -> (Vec<Line>, Vec<(String, RGBColor)>) 
                 series.len() - 1
             }
         };
-        series[idx].1.points.push((r.x, r.metrics.clone()));
+        series[idx].1.points.push(Dot {
+            x: r.x,
+            throughput: r.metrics.throughput,
+            right: spec.right.value(r),
+        });
     }
     let mut out: Vec<Line> = series.into_iter().map(|(_, l)| l).collect();
     for l in &mut out {
-        l.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        l.points.sort_by(|a, b| a.x.total_cmp(&b.x));
     }
     (
         out,
@@ -128,9 +181,9 @@ fn panel(
     lines: &[Line],
     caption: &str,
     (x_label, y_label): (&str, &str),
-    y_of: fn(&Metrics) -> f64,
+    y_of: fn(&Dot) -> Option<f64>,
 ) -> Result<(), String> {
-    let xs = || lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+    let xs = || lines.iter().flat_map(|l| l.points.iter().map(|p| p.x));
     let (x_min, x_max) = xs().fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
     let (x_min, x_max) = if x_min > x_max {
         (0.0, 1.0)
@@ -140,7 +193,7 @@ fn panel(
     let integral = xs().all(|x| x == x.trunc());
     let y_max = lines
         .iter()
-        .flat_map(|l| l.points.iter().map(|p| y_of(&p.1)))
+        .flat_map(|l| l.points.iter().filter_map(y_of))
         .fold(0.0f64, f64::max);
     let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
     let mut chart = ChartBuilder::on(area)
@@ -171,7 +224,11 @@ fn panel(
         .draw()
         .map_err(err)?;
     for l in lines {
-        let pts: Vec<(f64, f64)> = l.points.iter().map(|(x, m)| (*x, y_of(m))).collect();
+        let pts: Vec<(f64, f64)> = l
+            .points
+            .iter()
+            .filter_map(|p| Some((p.x, y_of(p)?)))
+            .collect();
         let style = l.color.stroke_width(2);
         if l.dashed {
             chart
@@ -252,14 +309,14 @@ pub fn to_svg(spec: &PlotSpec, rows: &[Row]) -> Result<String, String> {
             &lines,
             "Throughput",
             (&spec.x_label, "committed transactions / s"),
-            |m| m.throughput,
+            |p| Some(p.throughput),
         )?;
         panel(
             &halves[1],
             &lines,
-            "Abort rate",
-            (&spec.x_label, "aborted attempts (%)"),
-            |m| m.abort_rate * 100.0,
+            spec.right.caption(),
+            (&spec.x_label, spec.right.y_label()),
+            |p| p.right,
         )?;
         legend(&key, spec, &colors)?;
         root.present().map_err(err)?;

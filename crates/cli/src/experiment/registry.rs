@@ -144,16 +144,18 @@ pub const ALL: &[Experiment] = &[
         STAR,
         "NewOrder; x = % cross-partition; STAR vs Calvin replica groups",
     ),
-    todo(
-        "star-iteration",
-        STAR,
-        "10% cross-partition; x = iteration time 1.5-150 ms",
-    ),
-    todo(
-        "star-replication",
-        STAR,
-        "Payment; value vs hybrid replication; bytes per txn and throughput",
-    ),
+    Experiment {
+        name: "star-iteration",
+        paper: STAR,
+        setup: "NewOrder and YCSB at 10% cross-partition; x = iteration time 1-150 ms; throughput and overhead",
+        run: Some(super::star::iteration::run),
+    },
+    Experiment {
+        name: "star-replication",
+        paper: STAR,
+        setup: "Payment; value vs hybrid replication; x = % cross-partition; bytes per txn and throughput",
+        run: Some(super::star::replication::run),
+    },
     todo(
         "star-network",
         STAR,

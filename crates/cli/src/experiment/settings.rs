@@ -84,10 +84,16 @@ impl Settings {
         let all = protocols::all();
         // The cluster experiments compare distributed algorithms; the others, single-node protocols.
         let cluster = name.starts_with("ramp-");
-        if cluster && (args.in_process || args.point.is_some()) {
+        let star = name.starts_with("star-");
+        if (cluster || star) && (args.in_process || args.point.is_some()) {
             return Err(format!(
                 "--in-process and --point are for single-node experiments; {name} runs each \
                  point on a cluster of phasedb node processes"
+            ));
+        }
+        if star && args.protocols.is_some() {
+            return Err(format!(
+                "--protocols does not apply to {name}: it measures STAR alone, against itself"
             ));
         }
         let (mut protocols, mut algorithms) = (all.clone(), Algorithm::ALL.to_vec());

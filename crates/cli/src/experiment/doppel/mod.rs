@@ -18,7 +18,7 @@ use phasedb_txn::Config;
 use phasedb_workloads::{BenchOptions, Workload};
 
 use super::claims::Claim;
-use super::plot::PlotSpec;
+use super::plot::{PlotSpec, RightPanel};
 use super::protocols::{self, Protocol};
 use super::report::Report;
 use super::sweep::{self, Measured, Point, Row};
@@ -191,6 +191,7 @@ impl Finish<'_> {
                 color_by: "protocol",
                 reference: None,
                 dashed: None,
+                right: RightPanel::AbortRate,
             },
             rows,
             report: r.finish(),

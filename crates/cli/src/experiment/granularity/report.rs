@@ -2,7 +2,7 @@
 //! the plot's styles and the assembly of the artifacts.
 
 use super::super::claims::{Claim, Verdict, ratio, times};
-use super::super::plot::{Dashes, PlotSpec};
+use super::super::plot::{Dashes, PlotSpec, RightPanel};
 use super::super::protocols::REFERENCE;
 use super::super::report::Report;
 use super::super::sweep::Row;
@@ -138,6 +138,7 @@ pub fn plot_spec(title: &str) -> PlotSpec {
             value: "coarse",
             solid_label: "fine",
         }),
+        right: RightPanel::AbortRate,
     }
 }
 

@@ -1,8 +1,9 @@
 //! The report of a RAMP experiment: throughput lookups and ratio claims, the table of every point,
 //! the plot's styles and the assembly of the artifacts.
 
-use super::super::claims::{Claim, Verdict, ratio, times};
-use super::super::plot::PlotSpec;
+use super::super::claims::{Claim, ratio, times};
+pub use super::super::claims::{over, ratio_claim};
+use super::super::plot::{PlotSpec, RightPanel};
 use super::super::report::Report;
 use super::super::sweep::Row;
 use super::super::{Artifacts, Settings};
@@ -27,51 +28,6 @@ pub fn peak(rows: &[Row], algorithm: &str) -> Option<f64> {
         .filter(|r| r.ok() && r.param("algorithm") == Some(algorithm))
         .map(|r| r.metrics.throughput)
         .max_by(f64::total_cmp)
-}
-
-/// A claim that every `(name, measured ratio)` lies in `range`; not checked when a ratio is missing.
-pub fn ratio_claim(
-    statement: &str,
-    paper: &str,
-    what: &str,
-    ratios: &[(String, Option<f64>)],
-    range: std::ops::RangeInclusive<f64>,
-) -> Claim {
-    let measured = format!(
-        "{what}: {}",
-        ratios
-            .iter()
-            .map(|(n, r)| format!("{n} {}", times(*r)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let missing: Vec<&str> = ratios
-        .iter()
-        .filter(|(_, r)| r.is_none())
-        .map(|(n, _)| n.as_str())
-        .collect();
-    let verdict = if ratios.is_empty() {
-        Verdict::NotChecked("nothing measured".into())
-    } else if !missing.is_empty() {
-        Verdict::NotChecked(format!("no measurement for {}", missing.join(", ")))
-    } else {
-        Verdict::from_bool(
-            ratios
-                .iter()
-                .all(|(_, r)| r.is_some_and(|r| range.contains(&r))),
-        )
-    };
-    Claim {
-        statement: statement.into(),
-        paper: paper.into(),
-        measured,
-        verdict,
-    }
-}
-
-/// `a / b` for two optional throughputs.
-pub fn over(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    ratio(a?, b?)
 }
 
 fn pct(x: f64) -> String {
@@ -206,6 +162,7 @@ impl Finish<'_> {
                 color_by: "algorithm",
                 reference: Some(BASELINE),
                 dashed: None,
+                right: RightPanel::AbortRate,
             },
             report: r.finish(),
         }
