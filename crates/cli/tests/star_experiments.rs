@@ -122,12 +122,12 @@ fn star_iteration_sweeps_the_iteration_time_against_the_longest() {
         &o,
         &[
             "STAR at a 10 ms iteration reaches at least 0.9x its throughput at 100 ms",
-            "at the shortest iteration phase switching costs about half the throughput",
+            "at a 1.5 ms iteration phase switching costs about half the throughput",
             "throughput levels off from 20 ms",
             "every replica agrees",
         ],
     );
-    assert_eq!(o.column("iteration_ms"), ["1", "10", "100"]);
+    assert_eq!(o.column("iteration_ms"), ["1.5", "10", "100"]);
     assert!(o.column("workload").iter().all(|w| *w == "ycsb"));
     assert!(o.column("cross_pct").iter().all(|c| *c == "10"));
     let overhead = o.numbers("overhead_pct");
@@ -173,4 +173,38 @@ fn star_replication_compares_value_and_hybrid_bytes_and_throughput() {
         bytes[1] < bytes[0],
         "operation replication carries only the written columns: {bytes:?}"
     );
+}
+
+#[test]
+fn star_experiments_are_listed_as_built_and_refuse_flags_they_cannot_use() {
+    let phasedb = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_phasedb"))
+            .args(args)
+            .output()
+            .expect("run phasedb");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, list, _) = phasedb(&["experiment", "--list"]);
+    assert_eq!(code, Some(0));
+    for name in ["star-iteration", "star-replication"] {
+        let line = list
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} not listed:\n{list}"));
+        assert!(line.contains(" yes ") && line.contains("STAR"), "{line}");
+    }
+    for (flag, expect) in [
+        (&["--protocols", "occ"][..], "--protocols does not apply"),
+        (&["--in-process"][..], "runs each point on a cluster"),
+    ] {
+        let mut args = vec!["experiment", "star-iteration", "--quick"];
+        args.extend(flag);
+        let (code, _, err) = phasedb(&args);
+        assert_eq!(code, Some(2), "{args:?}");
+        assert!(err.contains(expect), "{err}");
+    }
 }

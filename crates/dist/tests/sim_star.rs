@@ -206,7 +206,7 @@ impl Scenario {
 /// The default cluster's layout, with 5 ms iterations.
 fn layout() -> Layout {
     let star = StarConfig {
-        iteration_ms: 5,
+        iteration_ms: 5.0,
         ..StarConfig::new(PARTITIONS)
     };
     Layout::new(NODES, &star).unwrap()
@@ -447,7 +447,7 @@ fn other_layouts_converge_with_the_coordinator_mastering_partitions_or_extra_cop
         let cfg = StarConfig {
             full_replicas: full,
             replicas_per_partition: replicas,
-            iteration_ms: 5,
+            iteration_ms: 5.0,
             placement,
             ..StarConfig::new(partitions)
         };

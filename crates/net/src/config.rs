@@ -151,9 +151,10 @@ pub struct StarConfig {
     /// Worker threads per node (recorded; the nodes run their transactions inline for now).
     #[serde(default = "StarConfig::default_workers")]
     pub workers: u32,
-    /// Milliseconds of one iteration: a partitioned phase and a single-master phase (§4.3).
+    /// Milliseconds of one iteration: a partitioned phase and a single-master phase (§4.3);
+    /// fractions are allowed, as §8.4 sweeps iterations from 1.5 ms.
     #[serde(default = "StarConfig::default_iteration_ms")]
-    pub iteration_ms: u64,
+    pub iteration_ms: f64,
     /// Operation replication in the partitioned phase, value replication in the single-master
     /// phase (§5.2); false replicates values in both.
     #[serde(default = "StarConfig::default_hybrid")]
@@ -186,8 +187,8 @@ impl StarConfig {
     fn default_workers() -> u32 {
         1
     }
-    fn default_iteration_ms() -> u64 {
-        10
+    fn default_iteration_ms() -> f64 {
+        10.0
     }
     fn default_hybrid() -> bool {
         true
@@ -215,7 +216,7 @@ impl StarConfig {
 
     /// The iteration time.
     pub fn iteration(&self) -> Duration {
-        Duration::from_millis(self.iteration_ms)
+        Duration::from_secs_f64(self.iteration_ms / 1e3)
     }
 
     /// Checks each field's range against a cluster of `nodes` nodes (loading a cluster file does).
@@ -249,9 +250,9 @@ impl StarConfig {
                 self.workers
             )));
         }
-        if self.iteration_ms == 0 || self.iteration_ms > 60_000 {
+        if !(0.1..=60_000.0).contains(&self.iteration_ms) {
             return Err(invalid(format!(
-                "[star] iteration_ms must be 1..=60000, not {}",
+                "[star] iteration_ms must be 0.1..=60000, not {}",
                 self.iteration_ms
             )));
         }

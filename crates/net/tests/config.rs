@@ -220,7 +220,7 @@ fn bad_star_tables_are_refused_with_the_field() {
         ("partitions = 4\nworkers = 0", "workers must be 1..=1024"),
         (
             "partitions = 4\niteration_ms = 0",
-            "iteration_ms must be 1..=60000",
+            "iteration_ms must be 0.1..=60000",
         ),
         (
             "partitions = 4\ncross_partition = 1.5",

@@ -70,9 +70,10 @@ pub struct ClusterArgs {
     /// STAR: share of cross-partition transactions the nodes generate, 0 to 1 (default 0.1).
     #[arg(long, global = true)]
     pub cross_partition: Option<f64>,
-    /// STAR: milliseconds of one iteration, a partitioned phase and a single-master phase (default 10).
+    /// STAR: milliseconds of one iteration, a partitioned phase and a single-master phase (default
+    /// 10; fractions such as 1.5 allowed).
     #[arg(long, global = true)]
-    pub iteration_ms: Option<u64>,
+    pub iteration_ms: Option<f64>,
     /// STAR: nodes with a full copy of the database, nodes 0..F; node 0 coordinates (default 1).
     #[arg(long, global = true)]
     pub full_replicas: Option<u32>,

@@ -92,7 +92,7 @@ fn star_table(
     let mut star = StarConfig {
         full_replicas: args.full_replicas.unwrap_or(1),
         replicas_per_partition: args.replicas.unwrap_or(2.min(n)),
-        iteration_ms: args.iteration_ms.unwrap_or(10),
+        iteration_ms: args.iteration_ms.unwrap_or(10.0),
         hybrid_replication: !args.no_hybrid,
         cross_partition: args.cross_partition.unwrap_or(DEFAULT_CROSS_PARTITION),
         seed: c.seed,

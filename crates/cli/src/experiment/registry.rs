@@ -147,7 +147,7 @@ pub const ALL: &[Experiment] = &[
     Experiment {
         name: "star-iteration",
         paper: STAR,
-        setup: "NewOrder and YCSB at 10% cross-partition; x = iteration time 1-150 ms; throughput and overhead",
+        setup: "NewOrder and YCSB at 10% cross-partition; x = iteration time 1.5-150 ms; throughput and overhead",
         run: Some(super::star::iteration::run),
     },
     Experiment {

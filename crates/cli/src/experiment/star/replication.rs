@@ -21,7 +21,7 @@ replication costs 16.8% of value replication and achieves 2.9x its throughput; t
 the cross-partition share grows (about 1.5x at 50%) (§8.5).";
 
 /// The iteration of every point, the paper's default (§8.1.2).
-const ITERATION_MS: u64 = 10;
+const ITERATION_MS: f64 = 10.0;
 
 /// Cross-partition shares of the sweep, percent.
 fn shares(s: &Settings) -> Vec<u32> {

@@ -42,7 +42,7 @@ pub struct Point {
     /// What the nodes run.
     pub workload: StarWorkload,
     /// One partitioned phase plus one single-master phase, in ms (§4.3).
-    pub iteration_ms: u64,
+    pub iteration_ms: f64,
     /// Hybrid replication (operations in the partitioned phase, §5.2) or values throughout.
     pub hybrid: bool,
     /// Share of cross-partition transactions the nodes generate (0 to 1).
@@ -95,8 +95,8 @@ pub fn star_table(s: &Settings, p: &Point) -> StarConfig {
 
 /// Warm-up and measured window of a point: the settings', stretched to span enough iterations
 /// (only a few with `--quick`, whose numbers are not meant to be read).
-pub fn windows(s: &Settings, iteration_ms: u64) -> (Duration, Duration) {
-    let iteration = Duration::from_millis(iteration_ms);
+pub fn windows(s: &Settings, iteration_ms: f64) -> (Duration, Duration) {
+    let iteration = Duration::from_secs_f64(iteration_ms / 1e3);
     let least = if s.quick { 3.0 } else { MIN_ITERATIONS };
     (
         s.warmup.max(iteration.mul_f64(MIN_WARMUP_ITERATIONS)),
