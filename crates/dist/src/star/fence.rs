@@ -67,6 +67,14 @@ impl Fence {
         self.started
     }
 
+    /// Whether another node has already said what it sent in the current phase (it fenced it).
+    pub(crate) fn heard_from_any(&self, me: Addr) -> bool {
+        self.through
+            .iter()
+            .enumerate()
+            .any(|(n, t)| n as Addr != me && t.is_some())
+    }
+
     /// Node `from` sent this node batches up to `through` by the fence of `phase`.
     pub(crate) fn on_sent(&mut self, phase: Phase, from: Addr, through: u64) {
         if from as usize >= self.through.len() {

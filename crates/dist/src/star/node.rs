@@ -437,11 +437,26 @@ where
         }
     }
 
+    /// A partitioned phase's length is known to every node from its begin, so each node starts its
+    /// own fence when the phase is due, without waiting for the coordinator's start fence: a
+    /// coordinator that runs nothing in the phase sleeps between ticks and would end it late, and
+    /// its start fence would add a hop to every fence.
+    fn fence_when_due<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        if self.coordinator.is_none()
+            && self.executing()
+            && PhaseKind::of(self.phase) == PhaseKind::Partitioned
+            && self.clock.due(net.now())
+        {
+            self.start_fence(net, self.phase);
+        }
+    }
+
     /// On the coordinator: ends the phase when it is due (or a single-master phase ran out of
-    /// work), or begins the first phase.
+    /// work, or another node fenced a partitioned phase that came due there), or begins the
+    /// first phase. Elsewhere: fences a partitioned phase that is due.
     fn drive_phases<T: Transport<StarMsg>>(&mut self, net: &mut T) {
         if self.coordinator.is_none() {
-            return;
+            return self.fence_when_due(net);
         }
         if self.phase == 0 {
             self.begin_everywhere(net, 1);
@@ -451,7 +466,8 @@ where
         }
         let kind = PhaseKind::of(self.phase);
         let cross_work = self.has_cross_work();
-        let due = self.clock.due(net.now());
+        let due = self.clock.due(net.now())
+            || (kind == PhaseKind::Partitioned && self.fence.heard_from_any(self.me));
         let end = self
             .coordinator
             .as_mut()
