@@ -1,7 +1,10 @@
 //! The replication fence between phases (STAR §4.3, Figure 4).
 //!
-//! The coordinator ends a phase by sending *start fence* to every node (itself included). A node
-//! that gets it stops executing, sends what its replication buffers hold, and tells every other
+//! The coordinator ends a phase by sending *start fence* to every node (itself included). A
+//! partitioned phase's length comes with its begin, so every node also starts its fence by itself
+//! when that phase is due, and the coordinator ends the phase as soon as another node has (an idle
+//! coordinator would otherwise end it late, at its next tick). A node that starts its fence stops
+//! executing, sends what its replication buffers hold, and tells every other
 //! node how many replication batches it has sent it so far ([`StarMsg::Sent`]); the paper's nodes
 //! exchange counts of committed writes the same way. A node that has heard from every other node
 //! waits until it has applied every batch they sent it, then sends *end fence* to the coordinator.
