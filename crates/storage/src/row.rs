@@ -69,6 +69,13 @@ impl<'a> RowView<'a> {
         self.words
     }
 
+    /// The row image's bytes (little-endian words): columns packed one after another in a group
+    /// are one run of it, copied at once.
+    #[inline]
+    pub fn as_bytes(&self) -> &'a [u8] {
+        bytes(self.words)
+    }
+
     /// A column's stored bytes, whatever its type.
     #[inline]
     pub fn raw(&self, c: ColumnId) -> &'a [u8] {
@@ -149,6 +156,12 @@ impl<'a> RowBuf<'a> {
     pub fn new(schema: &'a Schema, words: &'a mut [u64]) -> Self {
         debug_assert!(words.len() >= schema.row_words());
         RowBuf { schema, words }
+    }
+
+    /// The row image's bytes, to write runs of columns at once (see [`RowView::as_bytes`]).
+    #[inline]
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        bytes_mut(self.words)
     }
 
     fn raw(&mut self, c: ColumnId) -> &mut [u8] {

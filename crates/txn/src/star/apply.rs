@@ -11,7 +11,7 @@ use crate::protocol::Protocol;
 use crate::state::Unlink;
 use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED, tid};
 
-use super::format::{Decoder, Record, RecordKind, ReplicationError};
+use super::format::{Decoder, Record, RecordKind, ReplicationError, column_runs};
 
 /// What applying one batch did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,9 +33,9 @@ impl<P: Protocol<Meta = TidWord>> Database<P> {
     /// replicas still converge on the newest version of every group (§5.2). An upsert of an absent
     /// row inserts it, its other columns zero until a record carries them (their groups keep the
     /// TIDs they had, so such a record still lands); a delete leaves the row absent with the
-    /// delete's TID, so a late older write is still refused. The tombstones a delete leaves are unlinked by the workers once the epoch has
-    /// moved on (STAR moves it at the phase switch, after the replication fence), like those of
-    /// transactions.
+    /// delete's TID, so a late older write is still refused. Workers unlink the tombstones deletes
+    /// leave, like those of transactions, once the epoch has moved on (STAR moves it at the phase
+    /// switch, after the replication fence).
     ///
     /// The whole batch is checked before anything is applied: a malformed, truncated or oversized
     /// batch (unknown table, key or TID out of range, columns beyond the schema, missing bytes) is
@@ -283,8 +283,8 @@ fn word_of(r: &Record<'_>) -> u64 {
 
 /// Queues `rec` for unlinking if it is a tombstone, every group absent with one word: a delete
 /// applied, or a placeholder left absent (a delete, or an upsert older than the key's last known
-/// version). Workers unlink it (see
-/// [`crate::commit::reclaim`]) once no transaction that could have seen it is left.
+/// version). Workers unlink it (see [`crate::commit::reclaim`]) once no transaction that could
+/// have seen it is left.
 fn note_tombstone<P: Protocol<Meta = TidWord>>(
     db: &Database<P>,
     table: &Table<TidWord>,
@@ -311,15 +311,13 @@ fn note_tombstone<P: Protocol<Meta = TidWord>>(
 fn unpack(schema: &Schema, columns: u64, data: &[u8], row: &mut [u64]) {
     row.fill(0);
     let mut buf = RowBuf::new(schema, row);
+    let bytes = buf.as_bytes_mut();
     let mut at = 0;
-    let mut m = columns;
-    while m != 0 {
-        let c = m.trailing_zeros() as usize;
-        m &= m - 1;
-        let raw = buf.raw_mut(c);
-        raw.copy_from_slice(&data[at..at + raw.len()]);
-        at += raw.len();
-    }
+    column_runs(schema, columns, |run| {
+        let n = run.len();
+        bytes[run].copy_from_slice(&data[at..at + n]);
+        at += n;
+    });
 }
 
 /// Waits a little for a lock holder or an unlinker.

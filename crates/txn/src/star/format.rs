@@ -5,7 +5,7 @@
 //! block  := MAGIC (1 byte, 0xA5) · count (u32, little-endian) · record × count
 //! record := kind (1 byte: 0 upsert, 1 delete) · table (varint) · key (varint) · TID (varint)
 //!           · [upsert only: columns (varint bit mask) · the bytes of each column in the mask,
-//!              in column order, exactly as stored in the row]
+//!              group by group and in column order within a group, exactly as stored in the row]
 //! ```
 //!
 //! Varints are LEB128 (7 bits a byte, low bits first). A column's bytes take its schema width
@@ -18,6 +18,8 @@
 //! The decoder checks everything before anything is applied: the header, every varint (at most
 //! 64 bits), the kind, the table, the TID (nonzero, within the TID bits), the column mask (nonzero,
 //! within the schema) and that the bytes are all there. It never panics, whatever the input.
+
+use std::ops::Range;
 
 use phasedb_storage::{RowView, Schema, TableId};
 use thiserror::Error;
@@ -67,7 +69,7 @@ pub enum ReplicationError {
     },
 }
 
-/// One decoded record; `data` holds the carried columns' bytes, in column order.
+/// One decoded record; `data` holds the carried columns' bytes (in [`column_runs`] order).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Record<'a> {
     pub kind: RecordKind,
@@ -89,25 +91,65 @@ pub(crate) fn push_upsert(
     columns: u64,
     row: &[u64],
 ) {
-    push_head(buf, RecordKind::Upsert, table, key, tid);
-    put_varint(buf, columns);
-    let view = RowView::new(schema, row);
-    let mut m = columns;
-    while m != 0 {
-        let c = m.trailing_zeros() as usize;
-        m &= m - 1;
-        buf.extend_from_slice(view.raw(c));
+    push_head(buf, RecordKind::Upsert, table, key, tid, Some(columns));
+    let bytes = RowView::new(schema, row).as_bytes();
+    column_runs(schema, columns, |run| buf.extend_from_slice(&bytes[run]));
+}
+
+/// Calls `f` with the byte ranges of the row image that the columns in `columns` occupy, group by
+/// group and in column order within a group, with ranges that follow one another in the image
+/// joined: the carried bytes of a record are these ranges one after another. A group's columns are
+/// packed from its first byte in column order, so a whole group is one range.
+#[inline]
+pub(crate) fn column_runs(schema: &Schema, columns: u64, mut f: impl FnMut(Range<usize>)) {
+    let mut run: Option<Range<usize>> = None;
+    let mut add = |start: usize, end: usize| {
+        run = match run.take() {
+            Some(r) if r.end == start => Some(r.start..end),
+            Some(r) => {
+                f(r);
+                Some(start..end)
+            }
+            None => Some(start..end),
+        };
+    };
+    let mut groups = schema.groups_of(columns);
+    while groups != 0 {
+        let g = groups.trailing_zeros() as usize;
+        groups &= groups - 1;
+        let group = &schema.groups()[g];
+        let mut m = columns & group.columns;
+        if m == group.columns {
+            let last = schema.column(63 - m.leading_zeros() as usize);
+            add(group.word * 8, last.offset + last.ty.width());
+            continue;
+        }
+        while m != 0 {
+            let col = schema.column(m.trailing_zeros() as usize);
+            m &= m - 1;
+            add(col.offset, col.offset + col.ty.width());
+        }
+    }
+    if let Some(r) = run {
+        f(r);
     }
 }
 
 /// Appends a delete of row `key` to `buf`.
 pub(crate) fn push_delete(buf: &mut Vec<u8>, table: TableId, key: u64, tid: u64) {
-    push_head(buf, RecordKind::Delete, table, key, tid);
+    push_head(buf, RecordKind::Delete, table, key, tid, None);
 }
 
-/// Starts a block if `buf` is empty, counts one more record in it, and appends the fields every
-/// record has.
-fn push_head(buf: &mut Vec<u8>, kind: RecordKind, table: TableId, key: u64, tid: u64) {
+/// Starts a block if `buf` is empty, counts one more record in it, and appends the record's fields
+/// up to its column mask (an upsert's).
+fn push_head(
+    buf: &mut Vec<u8>,
+    kind: RecordKind,
+    table: TableId,
+    key: u64,
+    tid: u64,
+    columns: Option<u64>,
+) {
     if buf.is_empty() {
         buf.push(MAGIC);
         buf.extend_from_slice(&0u32.to_le_bytes());
@@ -121,18 +163,33 @@ fn push_head(buf: &mut Vec<u8>, kind: RecordKind, table: TableId, key: u64, tid:
         .checked_add(1)
         .expect("a replication buffer holds at most u32::MAX records: ship it sooner");
     buf[1..HEADER].copy_from_slice(&count.to_le_bytes());
-    buf.push(kind as u8);
-    put_varint(buf, table as u64);
-    put_varint(buf, key);
-    put_varint(buf, tid);
+    // Encoded on the stack and appended at once: one capacity check instead of one per byte.
+    // Kind, table (a u32: at most 5 bytes), key, TID and column mask.
+    let mut head = [0u8; 1 + 5 + 3 * VARINT_MAX];
+    head[0] = kind as u8;
+    let mut len = 1;
+    for v in [table as u64, key, tid] {
+        len += put_varint(&mut head[len..], v);
+    }
+    if let Some(columns) = columns {
+        len += put_varint(&mut head[len..], columns);
+    }
+    buf.extend_from_slice(&head[..len]);
 }
 
-fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
+/// Bytes of the longest varint (a 64-bit value).
+const VARINT_MAX: usize = 10;
+
+/// Writes `v` as a varint at the start of `out` (at least [`VARINT_MAX`] bytes); returns its length.
+fn put_varint(out: &mut [u8], mut v: u64) -> usize {
+    let mut i = 0;
     while v >= 0x80 {
-        buf.push(v as u8 | 0x80);
+        out[i] = v as u8 | 0x80;
         v >>= 7;
+        i += 1;
     }
-    buf.push(v as u8);
+    out[i] = v as u8;
+    i + 1
 }
 
 /// Reads a batch record by record, checking each against the schemas `schema_of` gives (`None`:

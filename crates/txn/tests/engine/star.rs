@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Barrier;
 use std::time::Duration;
 
-use phasedb_check::{History, check_serializable};
+use phasedb_check::{Anomaly, History, check_serializable};
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::tid::{ABSENT, LOCK, epoch_of, tid};
 use phasedb_txn::{
@@ -196,6 +196,12 @@ fn partitioned_star_is_serializable_with_one_thread_per_key_range() {
 
 fn assert_serializable(h: &History, seed: u64, fine: bool) {
     if let Err(a) = check_serializable(h) {
+        if let Anomaly::Cycle(c) = &a {
+            for id in c.txns() {
+                let t = h.txns.iter().find(|t| t.id == id).expect("cycle members");
+                eprintln!("T{id}: reads {:?} writes {:?}", t.reads, t.writes);
+            }
+        }
         panic!("star not serializable with seed {seed} (fine = {fine}): {a}");
     }
 }
