@@ -71,6 +71,26 @@ fn workloads(s: &Settings) -> Vec<StarWorkload> {
     ]
 }
 
+/// A workload in the setup's words.
+fn describe(w: &StarWorkload) -> String {
+    match w {
+        StarWorkload::Tpcc(c) => format!(
+            "TPC-C {} ({} warehouses, one per partition)",
+            c.mix.name(),
+            c.warehouses
+        ),
+        StarWorkload::Ycsb(c) => format!(
+            "YCSB in STAR's shape ({} rows per partition, {} columns of {} bytes, {} operations, \
+             {:.0}% reads)",
+            c.rows_per_partition,
+            c.columns,
+            c.column_size,
+            phasedb_workloads::ycsb::OPS,
+            c.read_ratio * 100.0
+        ),
+    }
+}
+
 fn points(s: &Settings) -> Vec<Point> {
     let mut out = Vec::new();
     for w in workloads(s) {
@@ -292,22 +312,15 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
         levels_off(&rows),
         replicas_agree(&rows),
     ];
-    let names: Vec<&str> = ws.iter().map(workload_label).collect();
-    let ycsb_rows = ws.iter().find_map(|w| match w {
-        StarWorkload::Ycsb(c) => Some(c.rows_per_partition),
-        StarWorkload::Tpcc(_) => None,
-    });
+    let described: Vec<String> = ws.iter().map(describe).collect();
     Ok(Finish {
         title: "star-iteration: the overhead of phase transitions against the iteration time",
         x_label: "iteration time (ms)",
         setup: vec![
             format!(
-                "workloads: {} at {:.0}% cross-partition transactions; TPC-C: one warehouse per \
-                 partition; YCSB: STAR's shape ({} rows per partition, 10 columns of 10 bytes, 4 \
-                 operations, 90% reads); hybrid replication",
-                names.join(", "),
-                CROSS_PARTITION * 100.0,
-                ycsb_rows.unwrap_or(0)
+                "{} at {:.0}% cross-partition transactions, hybrid replication",
+                described.join("; "),
+                CROSS_PARTITION * 100.0
             ),
             format!(
                 "iteration times (ms): {} (paper: 1.5 to 150); overhead is the throughput lost \
