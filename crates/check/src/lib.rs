@@ -8,6 +8,7 @@
 
 mod anomaly;
 pub mod elle;
+pub mod flatten;
 mod graph;
 pub mod history;
 mod index;
@@ -16,7 +17,10 @@ pub mod serializability;
 
 pub use anomaly::{Anomaly, Cycle, CycleEdge, EdgeKind};
 pub use elle::{elle_key, to_elle_edn, to_elle_list_append_edn, with_observer};
+pub use flatten::flatten;
 pub use history::{
-    History, Item, MergeEvent, ReadEvent, SplitOpEvent, TxnEvent, Version, WriteEvent, WriteKind,
+    ABSENT, FIRST_RESERVED_WORKER, History, Item, LOAD_WORKER, LOADED, MERGE_WORKER, MergeEvent,
+    OBSERVER_WORKER, PHASE_WORKER, ReadEvent, SYNTHETIC_VERSIONS, SplitOpEvent, TxnEvent, Version,
+    WriteEvent, WriteKind,
 };
 pub use serializability::{CheckStats, check_serializable};
