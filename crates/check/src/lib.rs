@@ -2,7 +2,9 @@
 //!
 //! The engine records committed transactions as a [`History`]; tests then
 //! call [`check_serializable`] on it, or export it with [`to_elle_edn`] for
-//! Jepsen's Elle (and the adya crate, which reads the same format).
+//! Jepsen's Elle (and the adya crate, which reads the same format). A
+//! workload that records what its reads returned keeps a
+//! [`ListAppendHistory`], checked from those values alone.
 
 #![warn(missing_docs)]
 
@@ -12,6 +14,7 @@ pub mod flatten;
 mod graph;
 pub mod history;
 mod index;
+pub mod list_append;
 pub mod read_atomic;
 pub mod serializability;
 
@@ -23,4 +26,5 @@ pub use history::{
     OBSERVER_WORKER, PHASE_WORKER, ReadEvent, SYNTHETIC_VERSIONS, SplitOpEvent, TxnEvent, Version,
     WriteEvent, WriteKind,
 };
+pub use list_append::ListAppendHistory;
 pub use serializability::{CheckStats, check_serializable};

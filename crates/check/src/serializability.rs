@@ -69,12 +69,11 @@ fn check_initial_versions(h: &History) -> Result<(), Anomaly> {
     let mut seen: FxHashMap<Item, [Option<u64>; 2]> = FxHashMap::default();
     for txn in &h.txns {
         let versions = txn.reads.iter().map(|r| (r.item, r.version));
-        // The loader's own write of LOADED replaces ABSENT and is no miss.
-        let prevs = txn
-            .writes
-            .iter()
-            .filter(|w| w.version != LOADED)
-            .map(|w| (w.item, w.prev));
+        // A loader's write of LOADED replaces ABSENT, and is no miss but a witness of the load.
+        let prevs = txn.writes.iter().map(|w| {
+            let seen = if w.version == LOADED { w.version } else { w.prev };
+            (w.item, seen)
+        });
         for (item, version) in versions.chain(prevs) {
             let side = match version {
                 ABSENT => 0,
