@@ -26,8 +26,10 @@ use crate::history::{
 };
 use crate::{Anomaly, CheckStats, check_serializable};
 
-/// Largest element (exclusive): elements stand for versions, and higher ids are reserved.
+/// Largest element (exclusive): elements stand for versions, and higher ids are reserved (an
+/// unobserved append's made-up predecessor `ELEMENT_LIMIT | element` stays below them).
 pub const ELEMENT_LIMIT: u64 = 1 << 60;
+const _: () = assert!(ELEMENT_LIMIT * 2 <= SYNTHETIC_VERSIONS);
 
 /// How a transaction ended, as its client saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,24 +55,30 @@ pub enum Mop {
         value: u64,
     },
     /// Read `key`'s list; `list` is what it returned (`None` when the transaction did not
-    /// complete), and `count` the key's counter read with it, if the workload keeps one.
+    /// complete).
     #[serde(rename = "r")]
     Read {
         /// The key.
         key: u64,
         /// The list returned, oldest element first.
         list: Option<Vec<u64>>,
-        /// The key's counter, read in the same access (not part of Elle's model).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        count: Option<i64>,
     },
-    /// Added `delta` to `key`'s counter, a commutative operation (a split-phase operation under
-    /// Doppel). Elle's list-append model has no counters: the EDN export leaves these out.
+    /// Added `delta` to counter `counter` (counters are named apart from list keys), a commutative
+    /// operation (a split-phase operation under Doppel). Elle's list-append model has no counters:
+    /// the EDN export leaves these out, and the checks here ignore them.
     Add {
-        /// The key.
-        key: u64,
+        /// The counter.
+        counter: u64,
         /// The amount added.
         delta: i64,
+    },
+    /// Read counter `counter`: `value` is what it returned (`None` when the transaction did not
+    /// complete). Left out of the EDN export and ignored by the checks, like [`Mop::Add`].
+    Count {
+        /// The counter.
+        counter: u64,
+        /// The value returned.
+        value: Option<i64>,
     },
 }
 
@@ -185,14 +193,20 @@ impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Violation::DuplicateAppend { key, value } => {
-                write!(f, "element {value} was appended to key {key} more than once")
+                write!(
+                    f,
+                    "element {value} was appended to key {key} more than once"
+                )
             }
             Violation::ReservedElement { key, value } => write!(
                 f,
                 "element {value} of key {key} is 0 or at least {ELEMENT_LIMIT}"
             ),
             Violation::MissingReadValue { txn, key } => {
-                write!(f, "committed T{txn} has a read of key {key} without a value")
+                write!(
+                    f,
+                    "committed T{txn} has a read of key {key} without a value"
+                )
             }
             Violation::DuplicateElement { txn, key, value } => {
                 write!(f, "T{txn} read key {key} holding element {value} twice")
@@ -335,7 +349,6 @@ impl ListAppendHistory {
                     Mop::Read {
                         key,
                         list: Some(list),
-                        ..
                     } => Some((i, *key, list.as_slice())),
                     _ => None,
                 })
@@ -357,14 +370,13 @@ impl ListAppendHistory {
                         seen.entry(*key).or_default().1.push(*value);
                         continue;
                     }
-                    Mop::Add { .. } => continue,
-                    Mop::Read { key, list: None, .. } => {
+                    Mop::Add { .. } | Mop::Count { .. } => continue,
+                    Mop::Read { key, list: None } => {
                         return Err(Violation::MissingReadValue { txn: i, key: *key });
                     }
                     Mop::Read {
                         key,
                         list: Some(list),
-                        ..
                     } => (*key, list.as_slice()),
                 };
                 let mut distinct = FxHashSet::default();
@@ -424,8 +436,11 @@ impl ListAppendHistory {
     /// writing one version per append over the element before it in the key's order, and a loader
     /// (id `txns.len()`) installing [`LOADED`] on the loaded keys.
     fn plain(&self, orders: &FxHashMap<u64, Vec<u64>>) -> History {
-        let loaded: FxHashMap<u64, &[u64]> =
-            self.loaded.iter().map(|(k, l)| (*k, l.as_slice())).collect();
+        let loaded: FxHashMap<u64, &[u64]> = self
+            .loaded
+            .iter()
+            .map(|(k, l)| (*k, l.as_slice()))
+            .collect();
         let position: FxHashMap<(u64, u64), usize> = orders
             .iter()
             .flat_map(|(k, order)| order.iter().enumerate().map(move |(i, v)| ((*k, *v), i)))
@@ -484,7 +499,6 @@ impl ListAppendHistory {
                     Mop::Read {
                         key,
                         list: Some(list),
-                        ..
                     } if t.outcome == Outcome::Ok => {
                         let mine = own.get(key).copied().unwrap_or(0);
                         if read.insert(*key) {
@@ -518,7 +532,6 @@ impl ListAppendHistory {
             }
             h.push(ev);
         }
-        debug_assert!(ELEMENT_LIMIT * 2 <= SYNTHETIC_VERSIONS);
         h
     }
 
@@ -562,7 +575,7 @@ impl ListAppendHistory {
                             let _ = write!(invoke, "{}[:append {key} {value}]", sep(&invoke));
                             let _ = write!(done, "{}[:append {key} {value}]", sep(&done));
                         }
-                        Mop::Read { key, list, .. } => {
+                        Mop::Read { key, list } => {
                             let _ = write!(invoke, "{}[:r {key} nil]", sep(&invoke));
                             let _ = write!(done, "{}[:r {key} ", sep(&done));
                             match list {
@@ -576,7 +589,7 @@ impl ListAppendHistory {
                                 _ => done.push_str("nil]"),
                             }
                         }
-                        Mop::Add { .. } => {}
+                        Mop::Add { .. } | Mop::Count { .. } => {}
                     }
                 }
                 let kind = match t.outcome {

@@ -71,7 +71,11 @@ fn check_initial_versions(h: &History) -> Result<(), Anomaly> {
         let versions = txn.reads.iter().map(|r| (r.item, r.version));
         // A loader's write of LOADED replaces ABSENT, and is no miss but a witness of the load.
         let prevs = txn.writes.iter().map(|w| {
-            let seen = if w.version == LOADED { w.version } else { w.prev };
+            let seen = if w.version == LOADED {
+                w.version
+            } else {
+                w.prev
+            };
             (w.item, seen)
         });
         for (item, version) in versions.chain(prevs) {

@@ -23,7 +23,6 @@ fn read(key: u64, list: &[u64]) -> Mop {
     Mop::Read {
         key,
         list: Some(list.to_vec()),
-        count: None,
     }
 }
 
@@ -55,7 +54,12 @@ fn accepted(h: &ListAppendHistory) {
 fn rejected(h: &ListAppendHistory) -> (Violation, Vec<String>) {
     let ours = h.check().expect_err("phasedb accepts the history");
     let r = adya(h);
-    assert_eq!(r.valid, Valid::False, "adya: {:?} (phasedb: {ours})", r.anomaly_types);
+    assert_eq!(
+        r.valid,
+        Valid::False,
+        "adya: {:?} (phasedb: {ours})",
+        r.anomaly_types
+    );
     (ours, r.anomaly_types)
 }
 
@@ -65,12 +69,22 @@ fn a_serial_history_with_loaded_and_absent_keys_is_accepted() {
         &[(1, &[10])],
         vec![
             ok(0, vec![read(1, &[10]), append(1, 1), read(2, &[])]),
-            ok(1, vec![read(2, &[]), append(2, 2), append(2, 3), read(2, &[2, 3])]),
+            ok(
+                1,
+                vec![read(2, &[]), append(2, 2), append(2, 3), read(2, &[2, 3])],
+            ),
             ok(0, vec![read(1, &[10, 1]), read(2, &[2, 3]), append(1, 4)]),
             Txn {
                 process: 1,
                 outcome: Outcome::Fail,
-                mops: vec![append(1, 5), Mop::Read { key: 2, list: None, count: None }],
+                mops: vec![
+                    append(1, 5),
+                    Mop::Read { key: 2, list: None },
+                    Mop::Add {
+                        counter: 0,
+                        delta: 1,
+                    },
+                ],
             },
             ok(1, vec![read(1, &[10, 1, 4])]),
         ],
@@ -83,7 +97,9 @@ fn a_serial_history_with_loaded_and_absent_keys_is_accepted() {
     let first = edn.lines().next().expect("the loader");
     assert_eq!(
         first,
-        format!("{{:type :invoke, :f :txn, :value [[:append 1 10]], :process {LOAD_WORKER}, :index 0}}")
+        format!(
+            "{{:type :invoke, :f :txn, :value [[:append 1 10]], :process {LOAD_WORKER}, :index 0}}"
+        )
     );
     assert!(edn.contains(":type :fail, :f :txn, :value [[:append 1 5] [:r 2 nil]]"));
 }
@@ -99,7 +115,10 @@ fn write_skew_is_rejected() {
         ],
     );
     let (ours, theirs) = rejected(&h);
-    assert!(matches!(ours, Violation::Anomaly(Anomaly::Cycle(_))), "{ours}");
+    assert!(
+        matches!(ours, Violation::Anomaly(Anomaly::Cycle(_))),
+        "{ours}"
+    );
     assert!(theirs.iter().any(|t| t == "G2-item"), "{theirs:?}");
 }
 
@@ -129,7 +148,10 @@ fn a_miss_of_a_loaded_key_is_rejected() {
     );
     let (ours, _) = rejected(&h);
     assert!(
-        matches!(ours, Violation::Anomaly(Anomaly::LoadedRowMissed { txn: 0, .. })),
+        matches!(
+            ours,
+            Violation::Anomaly(Anomaly::LoadedRowMissed { txn: 0, .. })
+        ),
         "{ours}"
     );
 }
@@ -148,7 +170,10 @@ fn an_aborted_read_is_rejected() {
         ],
     );
     let (ours, theirs) = rejected(&h);
-    assert!(matches!(ours, Violation::AbortedRead { writer: 0, .. }), "{ours}");
+    assert!(
+        matches!(ours, Violation::AbortedRead { writer: 0, .. }),
+        "{ours}"
+    );
     assert!(theirs.iter().any(|t| t == "G1a"), "{theirs:?}");
 }
 
@@ -163,7 +188,10 @@ fn an_intermediate_read_is_rejected() {
         ],
     );
     let (ours, theirs) = rejected(&h);
-    assert!(matches!(ours, Violation::IntermediateRead { writer: 0, .. }), "{ours}");
+    assert!(
+        matches!(ours, Violation::IntermediateRead { writer: 0, .. }),
+        "{ours}"
+    );
     assert!(theirs.iter().any(|t| t == "G1b"), "{theirs:?}");
 }
 
@@ -179,12 +207,18 @@ fn incompatible_orders_are_rejected() {
         ],
     );
     let (ours, _) = rejected(&h);
-    assert!(matches!(ours, Violation::IncompatibleOrder { key: 1, .. }), "{ours}");
+    assert!(
+        matches!(ours, Violation::IncompatibleOrder { key: 1, .. }),
+        "{ours}"
+    );
 }
 
 #[test]
 fn a_read_that_misses_its_own_append_is_rejected() {
     let h = history(&[], vec![ok(0, vec![append(1, 1), read(1, &[])])]);
     let (ours, _) = rejected(&h);
-    assert!(matches!(ours, Violation::Internal { txn: 0, key: 1 }), "{ours}");
+    assert!(
+        matches!(ours, Violation::Internal { txn: 0, key: 1 }),
+        "{ours}"
+    );
 }

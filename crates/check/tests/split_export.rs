@@ -59,9 +59,17 @@ fn all_reject(h: &History) {
     let ours = check_serializable(h);
     assert!(ours.is_err(), "phasedb's checker passes the history");
     let flat = check_serializable(&flatten(h));
-    assert!(flat.is_err(), "phasedb's checker passes the flattened history");
+    assert!(
+        flat.is_err(),
+        "phasedb's checker passes the flattened history"
+    );
     let la = adya_list_append(h);
-    assert_eq!(la.valid, Valid::False, "adya list-append: {:?}", la.anomaly_types);
+    assert_eq!(
+        la.valid,
+        Valid::False,
+        "adya list-append: {:?}",
+        la.anomaly_types
+    );
     // The rw-register export shows adya only that nil precedes every write, too little to order
     // versions here; it is held only to never reject a serializable history (`all_accept`).
 }
@@ -75,9 +83,19 @@ fn all_accept(h: &History) {
         panic!("phasedb's checker on the flattened history: {a}");
     }
     let la = adya_list_append(h);
-    assert_eq!(la.valid, Valid::True, "adya list-append: {:?}", la.anomaly_types);
+    assert_eq!(
+        la.valid,
+        Valid::True,
+        "adya list-append: {:?}",
+        la.anomaly_types
+    );
     let reg = adya_register(h);
-    assert_ne!(reg.valid, Valid::False, "adya rw-register: {:?}", reg.anomaly_types);
+    assert_ne!(
+        reg.valid,
+        Valid::False,
+        "adya rw-register: {:?}",
+        reg.anomaly_types
+    );
 }
 
 /// T1 adds to the loaded counter x in split phase 1 and reads y; T2 reads x as merged (with T1's
@@ -165,7 +183,11 @@ fn a_miss_of_a_loaded_row_is_reported() {
     ]);
     assert!(matches!(
         check_serializable(&h),
-        Err(Anomaly::LoadedRowMissed { txn: 2, witness: 1, .. })
+        Err(Anomaly::LoadedRowMissed {
+            txn: 2,
+            witness: 1,
+            ..
+        })
     ));
     all_reject(&h);
     let mut fixed = h.clone();

@@ -268,15 +268,27 @@ fn nocc_verdicts_agree_with_adya() {
 fn loaded_rows_and_absent_keys_record_distinct_versions() {
     let (db, t) = open::<Occ>(false, 2, 2);
     db.execute(|tx| {
-        assert!(tx.get_columns(t, 0, columns(&[0]))?.is_some(), "key 0 is loaded");
-        assert!(tx.get_columns(t, 1, columns(&[0]))?.is_none(), "key 1 is not");
+        assert!(
+            tx.get_columns(t, 0, columns(&[0]))?.is_some(),
+            "key 0 is loaded"
+        );
+        assert!(
+            tx.get_columns(t, 1, columns(&[0]))?.is_none(),
+            "key 1 is not"
+        );
         tx.update(t, 0, |w| w.set_u64(0, 7))?;
         Ok(())
     })
     .unwrap();
     let h = db.take_history();
     let txn = &h.txns[0];
-    let version_of = |key| txn.reads.iter().find(|r| r.item.key == key).unwrap().version;
+    let version_of = |key| {
+        txn.reads
+            .iter()
+            .find(|r| r.item.key == key)
+            .unwrap()
+            .version
+    };
     assert_eq!(version_of(0), LOADED);
     assert_eq!(version_of(1), ABSENT);
     assert_eq!(txn.writes[0].prev, LOADED);
