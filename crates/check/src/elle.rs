@@ -126,6 +126,12 @@ pub fn with_observer(h: &History) -> History {
 /// that instead (`crate::list_append`). Output grows with chain length times
 /// reads, so keep it for small or medium histories.
 pub fn to_elle_list_append_edn(h: &History) -> String {
+    to_elle_list_append_edn_within(h, u64::MAX).expect("no limit")
+}
+
+/// As [`to_elle_list_append_edn`], or `None` as soon as its reads would list more than `limit`
+/// versions in all (long version chains read often make the export grow with their square).
+pub fn to_elle_list_append_edn_within(h: &History, limit: u64) -> Option<String> {
     let h = &flatten(h);
     let prev_of: FxHashMap<(Item, Version), Version> = h
         .txns
@@ -134,7 +140,11 @@ pub fn to_elle_list_append_edn(h: &History) -> String {
         .map(|w| ((w.item, w.version), w.prev))
         .collect();
     let mut chain = Vec::new();
-    write_ops(h, |txn, completed, out| {
+    let mut listed = 0u64;
+    let text = write_ops(h, |txn, completed, out| {
+        if listed > limit {
+            return;
+        }
         for r in &txn.reads {
             out.push_str(" [:r ");
             push_int(out, elle_key(r.item));
@@ -143,6 +153,7 @@ pub fn to_elle_list_append_edn(h: &History) -> String {
                 continue;
             }
             prefix(&prev_of, r.item, r.version, &mut chain);
+            listed += chain.len() as u64;
             out.push_str(" [");
             for (i, v) in chain.iter().enumerate() {
                 if i > 0 {
@@ -159,7 +170,8 @@ pub fn to_elle_list_append_edn(h: &History) -> String {
             push_int(out, u128::from(w.version));
             out.push(']');
         }
-    })
+    });
+    (listed <= limit).then_some(text)
 }
 
 /// The versions of `item` from the oldest up to `version`, into `chain`.
@@ -291,6 +303,17 @@ mod tests {
             format!(
                 "{{:type :ok, :f :txn, :value [[:r {k} 5] [:w {k} 9]], :process 0, :index 3, :txn-id 2}}"
             )
+        );
+    }
+
+    #[test]
+    fn list_append_export_stops_past_its_limit() {
+        let h = sample();
+        // The ok reads list versions [] and [5]: one in all.
+        assert!(to_elle_list_append_edn_within(&h, 0).is_none());
+        assert_eq!(
+            to_elle_list_append_edn_within(&h, 1),
+            Some(to_elle_list_append_edn(&h))
         );
     }
 

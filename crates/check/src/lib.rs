@@ -19,7 +19,9 @@ pub mod read_atomic;
 pub mod serializability;
 
 pub use anomaly::{Anomaly, Cycle, CycleEdge, EdgeKind};
-pub use elle::{elle_key, to_elle_edn, to_elle_list_append_edn, with_observer};
+pub use elle::{
+    elle_key, to_elle_edn, to_elle_list_append_edn, to_elle_list_append_edn_within, with_observer,
+};
 pub use flatten::flatten;
 pub use history::{
     ABSENT, FIRST_RESERVED_WORKER, History, Item, LOAD_WORKER, LOADED, MERGE_WORKER, MergeEvent,
