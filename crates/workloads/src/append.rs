@@ -150,8 +150,8 @@ pub struct AppendThread {
     bytes: Vec<u8>,
     /// The micro-operations of the current attempt.
     mops: Vec<Mop>,
-    /// Slots whose list the current attempt fills, or finds full.
-    full: Vec<u64>,
+    /// Slots (with their key) whose list the current attempt fills, or finds full.
+    full: Vec<(u64, u64)>,
     log: Vec<Txn>,
 }
 
@@ -215,7 +215,8 @@ fn encode<'a>(list: &[u64], buf: &'a mut [u8]) -> &'a [u8] {
 }
 
 impl AppendThread {
-    /// Runs the planned micro-operations in one attempt, recording what it saw.
+    /// Runs the planned micro-operations in one attempt, recording what it saw while the workload
+    /// records (and allocating nothing otherwise).
     fn attempt<P: Protocol>(
         &mut self,
         w: &Append,
@@ -223,6 +224,7 @@ impl AppendThread {
         first: u64,
     ) -> TxResult<()> {
         let t = w.table;
+        let record = w.record;
         self.mops.clear();
         self.full.clear();
         let mut next = first;
@@ -230,10 +232,12 @@ impl AppendThread {
             let (slot, kind) = self.plan[i];
             if kind == Kind::Add {
                 assert!(tx.add(w.counters, slot, COUNT, 1)?, "counters are loaded");
-                self.mops.push(Mop::Add {
-                    counter: slot,
-                    delta: 1,
-                });
+                if record {
+                    self.mops.push(Mop::Add {
+                        counter: slot,
+                        delta: 1,
+                    });
+                }
                 continue;
             }
             let key = w.key(slot);
@@ -247,30 +251,39 @@ impl AppendThread {
                     false
                 }
             };
-            self.mops.push(Mop::Read {
-                key,
-                list: Some(self.list.clone()),
-            });
+            if record {
+                self.mops.push(Mop::Read {
+                    key,
+                    list: Some(self.list.clone()),
+                });
+            }
             if kind == Kind::Read {
                 if w.cfg.adds > 0.0 {
-                    let row = tx.get(w.counters, slot)?.expect("counters are loaded");
-                    self.mops.push(Mop::Count {
-                        counter: slot,
-                        value: Some(row.i64(COUNT)),
-                    });
+                    let count = tx
+                        .get(w.counters, slot)?
+                        .expect("counters are loaded")
+                        .i64(COUNT);
+                    if record {
+                        self.mops.push(Mop::Count {
+                            counter: slot,
+                            value: Some(count),
+                        });
+                    }
                 }
                 continue;
             }
             let value = next;
             next += 1;
-            self.mops.push(Mop::Append { key, value });
+            if record {
+                self.mops.push(Mop::Append { key, value });
+            }
             if self.list.len() >= w.cfg.capacity {
-                self.full.push(slot);
+                self.full.push((slot, key));
                 return Err(tx.abort());
             }
             self.list.push(value);
             if self.list.len() == w.cfg.capacity {
-                self.full.push(slot);
+                self.full.push((slot, key));
             }
             let image = encode(&self.list, &mut self.bytes);
             if present {
@@ -396,15 +409,8 @@ impl Workload for Append {
         if matches!(r, Err(TxError::Stashed)) {
             return r;
         }
-        for i in 0..th.full.len() {
-            let slot = th.full[i];
-            let key = th.mops.iter().rev().find_map(|m| match m {
-                Mop::Append { key, .. } if key % self.cfg.keys == slot => Some(*key),
-                _ => None,
-            });
-            if let Some(key) = key {
-                self.retire(slot, key);
-            }
+        for &(slot, key) in &th.full {
+            self.retire(slot, key);
         }
         let outcome = match &r {
             Ok(()) => {
