@@ -301,6 +301,15 @@ pub fn run(args: BenchArgs) -> i32 {
         };
         return crate::cluster::bench::run(&args.cluster, c, shape);
     }
+    if let Some(path) = &c.history
+        && let Err(e) = std::fs::File::create(path)
+    {
+        // Found out before the run rather than after it.
+        return fail(format!(
+            "cannot write the history to {}: {e}",
+            path.display()
+        ));
+    }
     let threads = c
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

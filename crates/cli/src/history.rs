@@ -5,7 +5,9 @@ use std::io::Write;
 use std::path::Path;
 
 use clap::ValueEnum;
-use phasedb_check::{ListAppendHistory, to_elle_edn, to_elle_list_append_edn, with_observer};
+use phasedb_check::{
+    ListAppendHistory, to_elle_edn, to_elle_list_append_edn_within, with_observer,
+};
 use phasedb_workloads::BenchResult;
 
 /// The formats `--history-format` names.
@@ -25,6 +27,11 @@ pub enum HistoryFormat {
 /// The version of the JSON layout (`docs/history.md`).
 pub const JSON_VERSION: u32 = 1;
 
+/// Most versions the list-append export of an engine history may list in its reads (some gigabytes
+/// of text): every read lists its item's chain from the start, so hot items read often (counters)
+/// make it grow with the square of their chains.
+const LIST_APPEND_LIMIT: u64 = 1 << 28;
+
 /// Writes the history of `result` (and the `observed` one, if the workload recorded it) to `path`.
 pub fn write(
     path: &Path,
@@ -36,7 +43,16 @@ pub fn write(
     let text = match format {
         HistoryFormat::ElleListAppend => match observed {
             Some(o) => o.to_elle_edn(),
-            None => to_elle_list_append_edn(&with_observer(&result.history)),
+            None => {
+                to_elle_list_append_edn_within(&with_observer(&result.history), LIST_APPEND_LIMIT)
+                    .ok_or_else(|| {
+                    std::io::Error::other(
+                        "the engine's version chains are too long for a list-append export (its \
+                         reads would list more than 2^28 versions): use a shorter run, or \
+                         --history-format elle-rw-register or json",
+                    )
+                })?
+            }
         },
         HistoryFormat::ElleRwRegister => to_elle_edn(&result.history),
         HistoryFormat::Json => format!(
