@@ -135,6 +135,17 @@ pub enum Anomaly {
         /// The version nobody wrote.
         version: Version,
     },
+    /// A transaction found a loaded row absent from the start (read, or replaced, version
+    /// [`crate::ABSENT`] of an item whose initial version other transactions saw as
+    /// [`crate::LOADED`]): a wrong miss, or an insert over a row that existed.
+    LoadedRowMissed {
+        /// The transaction that saw the item absent.
+        txn: u64,
+        /// The item.
+        item: Item,
+        /// A transaction that saw the loaded version.
+        witness: u64,
+    },
     /// A commutative operation applied to a per-core slice whose merge the history does not hold.
     UnmergedSplitOp {
         /// The transaction that applied it.
@@ -190,6 +201,11 @@ impl fmt::Display for Anomaly {
                 f,
                 "T{txn} read version {version} of item {item}, which no committed \
                  transaction wrote (G1a)"
+            ),
+            Anomaly::LoadedRowMissed { txn, item, witness } => write!(
+                f,
+                "T{txn} saw item {item} absent from the start, but it was loaded (T{witness} \
+                 saw the loaded version)"
             ),
             Anomaly::UnmergedSplitOp { txn, item, phase } => write!(
                 f,

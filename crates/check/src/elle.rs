@@ -7,10 +7,17 @@
 //! real-time order between workers: check these files against
 //! `serializable`, not `strict-serializable`.
 //!
+//! Both exports first [`flatten`] the history, so Doppel's split-phase
+//! operations and merges, and rows loaded before the history, appear as
+//! plain reads and writes with the same dependencies.
+//!
 //! Reads come before writes inside each transaction, matching the recording
 //! rule that reads only see the store, never the transaction's own writes.
 
-use crate::history::{History, Item, ReadEvent, TxnEvent, Version};
+use crate::flatten::flatten;
+use crate::history::{
+    ABSENT, History, Item, LOAD_WORKER, LOADED, OBSERVER_WORKER, ReadEvent, TxnEvent, Version,
+};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -35,15 +42,15 @@ pub fn elle_key(item: Item) -> u128 {
 }
 
 /// The history as an Elle rw-register history: `[:r k v]` for each read
-/// (`nil` for version 0) and `[:w k v]` for each write, deletes included,
+/// (`nil` for [`ABSENT`]) and `[:w k v]` for each write, deletes included,
 /// with the version id as the value. One EDN map per line.
 pub fn to_elle_edn(h: &History) -> String {
-    write_ops(h, |txn, completed, out| {
+    write_ops(&flatten(h), |txn, completed, out| {
         for r in &txn.reads {
             out.push_str(" [:r ");
             push_int(out, elle_key(r.item));
             out.push(' ');
-            if completed && r.version != 0 {
+            if completed && r.version != ABSENT {
                 push_int(out, u128::from(r.version));
             } else {
                 out.push_str("nil");
@@ -60,11 +67,14 @@ pub fn to_elle_edn(h: &History) -> String {
     })
 }
 
-/// `h` plus a last read-only transaction (one worker past the others) that reads the newest
-/// version of every item: the highest version of an item that no write replaced, or 0 for an item
-/// only ever read. The list-append export shows an item's whole version order only to a read of
-/// its head, so checkers that take that export (Elle, the adya crate) need this observer; it
-/// writes nothing, so it gains only incoming edges and cannot create or break a cycle.
+/// `h` plus a last read-only transaction (worker [`OBSERVER_WORKER`], which no
+/// other transaction uses) that reads the newest version of every item: the
+/// highest version of an item that no write replaced, or else its initial
+/// version ([`LOADED`] if a transaction saw it loaded, [`ABSENT`] otherwise).
+/// The list-append export shows an item's whole version order only to a read
+/// of its head, so checkers that take that export (Elle, the adya crate) need
+/// this observer; it writes nothing, so it gains only incoming edges and
+/// cannot create or break a cycle.
 pub fn with_observer(h: &History) -> History {
     let replaced: HashSet<_> = h
         .txns
@@ -72,22 +82,31 @@ pub fn with_observer(h: &History) -> History {
         .flat_map(|t| &t.writes)
         .map(|w| (w.item, w.prev))
         .collect();
-    let mut heads = BTreeMap::new();
+    let mut heads: BTreeMap<Item, Version> = BTreeMap::new();
+    let mut written: BTreeMap<Item, Version> = BTreeMap::new();
+    let mut initial = |item, version| {
+        let head = heads.entry(item).or_insert(ABSENT);
+        if version == LOADED {
+            *head = LOADED;
+        }
+    };
     for t in &h.txns {
         for r in &t.reads {
-            heads.entry(r.item).or_insert(0);
+            initial(r.item, r.version);
         }
         for w in &t.writes {
+            initial(w.item, w.prev);
             if !replaced.contains(&(w.item, w.version)) {
-                let head = heads.entry(w.item).or_insert(0);
+                let head = written.entry(w.item).or_insert(w.version);
                 *head = (*head).max(w.version);
             }
         }
     }
+    heads.extend(written);
     let mut out = h.clone();
     out.push(TxnEvent {
-        id: h.txns.iter().map(|t| t.id).max().unwrap_or(0) + 1,
-        worker: h.txns.iter().map(|t| t.worker).max().unwrap_or(0) + 1,
+        id: h.txns.iter().map(|t| t.id).max().map_or(0, |m| m + 1),
+        worker: OBSERVER_WORKER,
         split_ops: Vec::new(),
         merges: Vec::new(),
         reads: heads
@@ -102,9 +121,18 @@ pub fn with_observer(h: &History) -> History {
 /// The history as an Elle list-append history: each write appends its
 /// version id to the item's list, and each read returns the list of
 /// versions from the first one up to the version read (following `prev`
-/// links). Output grows with chain length times reads, so keep it for
-/// small or medium histories.
+/// links). The reads are made from the engine's version chains, not from the
+/// data the transactions saw; a workload that records what it read exports
+/// that instead (`crate::list_append`). Output grows with chain length times
+/// reads, so keep it for small or medium histories.
 pub fn to_elle_list_append_edn(h: &History) -> String {
+    to_elle_list_append_edn_within(h, u64::MAX).expect("no limit")
+}
+
+/// As [`to_elle_list_append_edn`], or `None` as soon as its reads would list more than `limit`
+/// versions in all (long version chains read often make the export grow with their square).
+pub fn to_elle_list_append_edn_within(h: &History, limit: u64) -> Option<String> {
+    let h = &flatten(h);
     let prev_of: FxHashMap<(Item, Version), Version> = h
         .txns
         .iter()
@@ -112,7 +140,11 @@ pub fn to_elle_list_append_edn(h: &History) -> String {
         .map(|w| ((w.item, w.version), w.prev))
         .collect();
     let mut chain = Vec::new();
-    write_ops(h, |txn, completed, out| {
+    let mut listed = 0u64;
+    let text = write_ops(h, |txn, completed, out| {
+        if listed > limit {
+            return;
+        }
         for r in &txn.reads {
             out.push_str(" [:r ");
             push_int(out, elle_key(r.item));
@@ -121,6 +153,7 @@ pub fn to_elle_list_append_edn(h: &History) -> String {
                 continue;
             }
             prefix(&prev_of, r.item, r.version, &mut chain);
+            listed += chain.len() as u64;
             out.push_str(" [");
             for (i, v) in chain.iter().enumerate() {
                 if i > 0 {
@@ -137,11 +170,12 @@ pub fn to_elle_list_append_edn(h: &History) -> String {
             push_int(out, u128::from(w.version));
             out.push(']');
         }
-    })
+    });
+    (listed <= limit).then_some(text)
 }
 
 /// The versions of `item` from the oldest up to `version`, into `chain`.
-/// Stops at version 0, at a version nobody wrote, or after as many steps as
+/// Stops at [`ABSENT`], at a version nobody wrote, or after as many steps as
 /// there are writes (a cyclic chain in a corrupt history).
 fn prefix(
     prev_of: &FxHashMap<(Item, Version), Version>,
@@ -151,7 +185,7 @@ fn prefix(
 ) {
     chain.clear();
     let mut v = version;
-    while v != 0 && chain.len() <= prev_of.len() {
+    while v != ABSENT && chain.len() <= prev_of.len() {
         chain.push(v);
         match prev_of.get(&(item, v)) {
             Some(&p) => v = p,
@@ -166,7 +200,8 @@ fn prefix(
 /// read values only when `completed`.
 fn write_ops(h: &History, mut mops: impl FnMut(&TxnEvent, bool, &mut String)) -> String {
     let mut order: Vec<&TxnEvent> = h.txns.iter().collect();
-    order.sort_by_key(|t| (t.worker, t.id));
+    // The loader first, as it ran before everything else.
+    order.sort_by_key(|t| (t.worker != LOAD_WORKER, t.worker, t.id));
     let mut out = String::new();
     let mut index = 0u64;
     for txn in order {
@@ -268,6 +303,17 @@ mod tests {
             format!(
                 "{{:type :ok, :f :txn, :value [[:r {k} 5] [:w {k} 9]], :process 0, :index 3, :txn-id 2}}"
             )
+        );
+    }
+
+    #[test]
+    fn list_append_export_stops_past_its_limit() {
+        let h = sample();
+        // The ok reads list versions [] and [5]: one in all.
+        assert!(to_elle_list_append_edn_within(&h, 0).is_none());
+        assert_eq!(
+            to_elle_list_append_edn_within(&h, 1),
+            Some(to_elle_list_append_edn(&h))
         );
     }
 

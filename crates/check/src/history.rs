@@ -26,10 +26,34 @@ impl fmt::Display for Item {
     }
 }
 
-/// A version id. 0 = the initial version (loaded before the history started,
-/// or "never existed"). Every non-zero version is written by exactly one
-/// committed transaction of the history (unique per item).
+/// A version id, unique per item. Every version other than [`ABSENT`] and [`LOADED`] is written by
+/// exactly one committed transaction of the history. Ids from [`SYNTHETIC_VERSIONS`] up are
+/// reserved for versions the exports make up ([`crate::flatten`]).
 pub type Version = u64;
+
+/// The version of a key that has never existed: the initial version of every item not loaded.
+pub const ABSENT: Version = 0;
+
+/// The version of a row bulk-loaded before the history started (written by no transaction of the
+/// history). An item is either loaded or absent at the start, so a transaction that saw one version
+/// where another saw the other is an anomaly ([`crate::Anomaly::LoadedRowMissed`]): a miss of a
+/// loaded row is checkable.
+pub const LOADED: Version = 1 << 62;
+
+/// The first version id reserved for the exports: from here up to [`LOADED`], the start of split
+/// phases ([`crate::flatten`]). Engine versions stay below `1 << 60`.
+pub const SYNTHETIC_VERSIONS: Version = 1 << 61;
+
+/// The worker of Doppel's merge transactions (reconciliations), run by no client thread.
+pub const MERGE_WORKER: u32 = u32::MAX;
+/// The worker of the split-phase starts that [`crate::flatten`] adds.
+pub const PHASE_WORKER: u32 = u32::MAX - 1;
+/// The worker of the loader transaction that [`crate::flatten`] adds (it installs [`LOADED`]).
+pub const LOAD_WORKER: u32 = u32::MAX - 2;
+/// The worker of the read-only observer that [`crate::with_observer`] adds.
+pub const OBSERVER_WORKER: u32 = u32::MAX - 3;
+/// Worker ids from here up are reserved for the transactions above; client threads use lower ones.
+pub const FIRST_RESERVED_WORKER: u32 = OBSERVER_WORKER;
 
 /// What a write did to its item; a delete installs a tombstone version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 
 use crate::anomaly::{Anomaly, Cycle, CycleEdge, EdgeKind};
 use crate::graph::Graph;
-use crate::history::{History, Item, Version};
+use crate::history::{ABSENT, History, Item, LOADED, Version};
 use crate::index::{NONE, VersionIndex};
 use rustc_hash::FxHashMap;
 
@@ -34,14 +34,16 @@ pub struct CheckStats {
 /// Builds Adya's direct serialization graph (ww, wr and rw edges from the
 /// exact per-item version order given by each write's `prev`) and searches
 /// it for a cycle without recursion, so million-transaction histories are
-/// fine. Malformed version chains (duplicate ids, forks) and reads of
-/// versions nobody wrote are reported before any cycle.
+/// fine. Malformed version chains (duplicate ids, forks), reads of
+/// versions nobody wrote and loaded rows seen absent are reported before any
+/// cycle.
 ///
 /// # Panics
 /// If the history holds `u32::MAX` transactions or more.
 pub fn check_serializable(h: &History) -> Result<CheckStats, Anomaly> {
     assert!(h.len() < NONE as usize, "too many transactions to check");
     let index = VersionIndex::build(h)?;
+    check_initial_versions(h)?;
     let mut stats = CheckStats {
         transactions: h.len(),
         ..CheckStats::default()
@@ -57,6 +59,43 @@ pub fn check_serializable(h: &History) -> Result<CheckStats, Anomaly> {
     };
     let cycle = graph.short_cycle(smallest, SHORT_CYCLE_BUDGET);
     Err(Anomaly::Cycle(label_cycle(h, &index, &merges, &cycle)))
+}
+
+/// Fails when one transaction saw an item start absent (it read or replaced [`ABSENT`]) and another
+/// saw it start loaded (it read or replaced [`LOADED`]): a loaded row is never absent, and a key
+/// that did not exist was never loaded.
+fn check_initial_versions(h: &History) -> Result<(), Anomaly> {
+    // Per item: the first transaction that saw it absent, and the first that saw it loaded.
+    let mut seen: FxHashMap<Item, [Option<u64>; 2]> = FxHashMap::default();
+    for txn in &h.txns {
+        let versions = txn.reads.iter().map(|r| (r.item, r.version));
+        // A loader's write of LOADED replaces ABSENT, and is no miss but a witness of the load.
+        let prevs = txn.writes.iter().map(|w| {
+            let seen = if w.version == LOADED {
+                w.version
+            } else {
+                w.prev
+            };
+            (w.item, seen)
+        });
+        for (item, version) in versions.chain(prevs) {
+            let side = match version {
+                ABSENT => 0,
+                LOADED => 1,
+                _ => continue,
+            };
+            let entry = seen.entry(item).or_default();
+            entry[side].get_or_insert(txn.id);
+            if let [Some(absent), Some(loaded)] = *entry {
+                return Err(Anomaly::LoadedRowMissed {
+                    txn: absent,
+                    item,
+                    witness: loaded,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A merge of one item's slices after one split phase, with the graph node that stands for the
@@ -145,7 +184,7 @@ fn collect_edges(
         for r in &txn.reads {
             let slot = index.get(r.item, r.version);
             let writer = slot.map_or(NONE, |s| s.writer);
-            if r.version != 0 && writer == NONE {
+            if r.version != ABSENT && r.version != LOADED && writer == NONE {
                 return Err(Anomaly::ReadOfUnwrittenVersion {
                     txn: txn.id,
                     item: r.item,

@@ -8,6 +8,7 @@ use phasedb_txn::{
     Adaptive, Atomic, Config, Doppel, NoCc, Occ, Protocol, SwissTm, TicToc, TwoPlBlocking,
     TwoPlNoWait, TwoPlWaitDie,
 };
+use phasedb_workloads::append::{Append, AppendConfig};
 use phasedb_workloads::bank::{Bank, BankConfig};
 use phasedb_workloads::incr::{Incr, IncrConfig, KeyChoice};
 use phasedb_workloads::like::{Like, LikeConfig};
@@ -41,6 +42,15 @@ pub struct Common {
     /// Record the history and check it is serializable after the run (slow; keep runs short).
     #[arg(long, global = true)]
     pub verify: bool,
+    /// Record the history and write it to FILE after the run, for Elle or another checker (slow;
+    /// keep runs short: a second holds some hundred thousand transactions).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub history: Option<std::path::PathBuf>,
+    /// Format of --history: Elle's list-append EDN (from the values read, for append; from the
+    /// engine's version chains otherwise), Elle's rw-register EDN, or phasedb's own complete JSON
+    /// (docs/history.md). Default: elle-list-append.
+    #[arg(long, value_enum, global = true)]
+    pub history_format: Option<crate::history::HistoryFormat>,
     /// Milliseconds of a split phase under doppel (its phase cycle).
     #[arg(long, default_value_t = 20.0, global = true)]
     pub phase_length: f64,
@@ -109,6 +119,32 @@ enum WorkloadArgs {
     Like(LikeArgs),
     /// RUBiS auctions (Doppel): the bidding mix (`--mix b`) or half bids on zipfian items (`c`).
     Rubis(RubisArgs),
+    /// List-append (Jepsen's Elle): appends to and reads of bounded lists on a few contended keys,
+    /// recording what every read returned; `--adds` mixes in splittable counter adds (Doppel).
+    Append(AppendArgs),
+}
+
+#[derive(Args, Debug)]
+struct AppendArgs {
+    /// Keys of the contended set (each moves on to a fresh key when its list fills).
+    #[arg(long, default_value_t = 8)]
+    keys: u64,
+    /// Micro-operations per transaction, on distinct keys.
+    #[arg(long, default_value_t = 4)]
+    ops: usize,
+    /// Share of micro-operations that read a list.
+    #[arg(long, default_value_t = 0.5)]
+    read_ratio: f64,
+    /// Share of micro-operations that add 1 to the key's counter, a splittable operation that
+    /// Doppel runs on per-core slices once it splits the counter; the rest append.
+    #[arg(long, default_value_t = 0.0)]
+    adds: f64,
+    /// Keys of the set that start absent (the first append inserts them).
+    #[arg(long, default_value_t = 2)]
+    absent_keys: u64,
+    /// Elements a list holds before its key is retired.
+    #[arg(long, default_value_t = 16)]
+    capacity: usize,
 }
 
 #[derive(Args, Debug)]
@@ -248,6 +284,15 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
 /// Runs `phasedb bench`; returns the process exit code.
 pub fn run(args: BenchArgs) -> i32 {
     let c = &args.common;
+    if c.history_format.is_some() && c.history.is_none() {
+        return fail("--history-format needs --history FILE");
+    }
+    let distributed = args.cluster.is_star()
+        || args.cluster.cluster.is_some()
+        || args.cluster.connect.is_some();
+    if distributed && c.history.is_some() {
+        return fail("--history records embedded runs only");
+    }
     if args.cluster.is_star() {
         let workload = match &args.workload {
             WorkloadArgs::Ycsb(y) => crate::cluster::star::WorkloadFlags::Ycsb(y),
@@ -271,6 +316,15 @@ pub fn run(args: BenchArgs) -> i32 {
             value_size: y.column_size,
         };
         return crate::cluster::bench::run(&args.cluster, c, shape);
+    }
+    if let Some(path) = &c.history
+        && let Err(e) = std::fs::File::create(path)
+    {
+        // Found out before the run rather than after it.
+        return fail(format!(
+            "cannot write the history to {}: {e}",
+            path.display()
+        ));
     }
     let threads = c
         .threads
@@ -300,7 +354,7 @@ pub fn run(args: BenchArgs) -> i32 {
         duration: Duration::from_secs_f64(c.duration),
         seed: c.seed,
         config: Config {
-            record_history: c.verify,
+            record_history: c.verify || c.history.is_some(),
             phase_length: Duration::from_secs_f64(c.phase_length / 1000.0),
             ..Config::default()
         },
@@ -406,6 +460,20 @@ pub fn run(args: BenchArgs) -> i32 {
             }
             dispatch(&mut Tpcc::new(cfg), c, &opts)
         }
+        WorkloadArgs::Append(a) => {
+            let cfg = AppendConfig {
+                keys: a.keys,
+                ops: a.ops,
+                read_ratio: a.read_ratio,
+                adds: a.adds,
+                absent_keys: a.absent_keys,
+                capacity: a.capacity,
+            };
+            if let Err(e) = cfg.validate() {
+                return fail(e);
+            }
+            dispatch(&mut Append::new(cfg), c, &opts)
+        }
         WorkloadArgs::Rubis(a) => {
             use phasedb_workloads::rubis::{Rubis, RubisConfig, RubisMix};
             let cfg = RubisConfig {
@@ -508,15 +576,32 @@ fn report_result<W: Workload>(
     opts: &BenchOptions,
 ) -> i32 {
     let settings = workload.settings();
-    let verified = opts.config.record_history.then(|| {
+    let observed = workload.take_observed();
+    let verified = c.verify.then(|| {
         let h = &result.history;
-        (
-            h.len(),
-            phasedb_check::check_serializable(h)
-                .map(|_| ())
-                .map_err(|a| a.to_string()),
-        )
+        let engine = phasedb_check::check_serializable(h).map_err(|a| a.to_string());
+        let verdict = match (engine, observed.as_ref().map(|o| o.check())) {
+            (Ok(_), None | Some(Ok(_))) => Ok(()),
+            (Err(e), None) => Err(e),
+            (engine, Some(values)) => Err(format!(
+                "engine history: {}; values read: {}",
+                engine.map_or_else(|e| e, |_| "serializable".into()),
+                values.map_or_else(|v| v.to_string(), |_| "serializable".into())
+            )),
+        };
+        (h.len(), verdict)
     });
+    let mut code = 0;
+    if let Some(path) = &c.history {
+        let format = c.history_format.unwrap_or_default();
+        match crate::history::write(path, format, workload.name(), &result, observed.as_ref()) {
+            Ok(()) => eprintln!("history written to {}", path.display()),
+            Err(e) => {
+                eprintln!("error: cannot write the history to {}: {e}", path.display());
+                code = 1;
+            }
+        }
+    }
     if c.json {
         println!(
             "{}",
@@ -528,7 +613,6 @@ fn report_result<W: Workload>(
             report::table(workload.name(), &result, &settings, opts, verified.as_ref())
         );
     }
-    let mut code = 0;
     if let Err(e) = &result.check {
         eprintln!("error: consistency check failed: {e}");
         code = 1;

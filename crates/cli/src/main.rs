@@ -3,6 +3,7 @@
 mod bench;
 mod cluster;
 mod experiment;
+mod history;
 mod report;
 
 use clap::{Parser, Subcommand};

@@ -1,4 +1,5 @@
-//! The `phasedb` binary as a user runs it: JSON output, verification, and clear errors on bad flags.
+//! The `phasedb` binary as a user runs it: JSON output, verification, histories for Elle, and clear
+//! errors on bad flags.
 
 use std::process::Command;
 
@@ -246,4 +247,107 @@ fn rubis_flags_get_clear_errors_and_a_small_run_passes_its_check() {
     assert_eq!(code, 0, "stderr: {err}");
     let v = json(&out);
     assert!(v.to_string().contains("store-bid"), "{v}");
+}
+
+/// A short contended `append` run writing its history to a fresh file in `format`; returns the text.
+fn append_history(protocol: &str, format: &str, extra: &[&str]) -> String {
+    let path = std::env::temp_dir().join(format!(
+        "phasedb-history-{protocol}-{format}-{}",
+        std::process::id()
+    ));
+    let path_arg = path.to_str().expect("a UTF-8 temporary path");
+    let mut args = vec![
+        "bench",
+        "append",
+        "--protocol",
+        protocol,
+        "--threads",
+        "2",
+        "--duration",
+        "0.05",
+        "--warmup",
+        "0",
+        "--verify",
+        "--history",
+        path_arg,
+        "--history-format",
+        format,
+    ];
+    args.extend_from_slice(extra);
+    let (code, out, err) = phasedb(&args);
+    assert_eq!(code, 0, "stderr: {err}");
+    assert!(out.contains("serializable"), "{out}");
+    let text = std::fs::read_to_string(&path).expect("the history was written");
+    let _ = std::fs::remove_file(&path);
+    text
+}
+
+fn adya_check(edn: &str, workload: adya::Workload) -> adya::Valid {
+    let h = adya::History::from_edn(edn).expect("adya parses the history");
+    let opts = adya::Opts {
+        models: vec!["serializable".into()],
+        ..adya::Opts::default()
+    };
+    adya::check(&h, workload, &opts).valid
+}
+
+#[test]
+fn append_histories_are_written_in_every_format() {
+    let edn = append_history("occ", "elle-list-append", &[]);
+    let first = edn.lines().next().expect("a first line");
+    assert!(
+        first.starts_with("{:type :invoke, :f :txn, :value [[:append 0 1] "),
+        "the loader comes first: {first}"
+    );
+    assert_eq!(
+        adya_check(&edn, adya::Workload::ListAppend),
+        adya::Valid::True
+    );
+    let reg = append_history("occ", "elle-rw-register", &[]);
+    assert_ne!(
+        adya_check(&reg, adya::Workload::RwRegister),
+        adya::Valid::False
+    );
+    let text = append_history("doppel", "json", &["--adds", "0.5"]);
+    let v = json(&text);
+    assert_eq!(v["format"], "phasedb-history");
+    assert_eq!(v["protocol"], "doppel");
+    assert!(!v["engine"]["txns"].as_array().unwrap().is_empty());
+    let observed = v["observed"]["txns"].as_array().unwrap();
+    assert!(observed.iter().any(|t| t.to_string().contains("\"add\"")));
+    assert_eq!(v["observed"]["loaded"][0], serde_json::json!([0, [1]]));
+}
+
+#[test]
+fn append_and_history_flags_get_clear_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "append", "--ops", "0"], "--ops must be between"),
+        (&["bench", "append", "--keys", "2", "--ops", "3"], "--ops"),
+        (
+            &["bench", "append", "--read-ratio", "0.7", "--adds", "0.5"],
+            "add up to at most 1",
+        ),
+        (&["bench", "append", "--absent-keys", "9"], "--absent-keys"),
+        (&["bench", "append", "--capacity", "0"], "--capacity"),
+        (
+            &["bench", "bank", "--history-format", "json"],
+            "--history-format needs --history",
+        ),
+        (
+            &["bench", "bank", "--history", "/nonexistent-dir/h.edn"],
+            "cannot write the history",
+        ),
+        (
+            &[
+                "bench",
+                "append",
+                "--history",
+                "h.edn",
+                "--history-format",
+                "csv",
+            ],
+            "invalid value 'csv'",
+        ),
+    ];
+    all_rejected(cases);
 }

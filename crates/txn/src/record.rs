@@ -1,18 +1,30 @@
 //! Turns a committed transaction's sets into a history event for the checkers.
 
-use phasedb_check::{History, Item, ReadEvent, TxnEvent, WriteEvent, WriteKind as EventKind};
+use phasedb_check::{
+    History, Item, LOADED, ReadEvent, TxnEvent, Version, WriteEvent, WriteKind as EventKind,
+};
 use phasedb_storage::TableId;
 
 use crate::database::Database;
 use crate::protocol::Protocol;
 use crate::state::{TxState, WriteKind};
-use crate::tid::{SPLIT, tid};
+use crate::tid::{ABSENT, SPLIT, tid};
 
 /// The history item of column group `group` of row `key` in table `table`: each group is a register.
 pub fn item(table: TableId, group: u8, key: u64) -> Item {
     Item {
         table: table * 16 + group as u32,
         key,
+    }
+}
+
+/// The history version a TID word stands for: [`LOADED`] for a row bulk-loaded and not written
+/// since (present with TID 0: every commit's TID is above 0), otherwise its TID, which is 0
+/// ([`phasedb_check::ABSENT`]) for a key that never existed.
+pub(crate) fn history_version(word: u64) -> Version {
+    match tid(word) {
+        0 if word & ABSENT == 0 => LOADED,
+        t => t,
     }
 }
 
@@ -39,7 +51,7 @@ pub(crate) fn record_commit<P: Protocol>(
         }
         ev.reads.push(ReadEvent {
             item: item(r.table, r.group, r.key),
-            version: tid(r.observed),
+            version: history_version(r.observed),
         });
     }
     for m in &st.misses {
@@ -59,7 +71,7 @@ pub(crate) fn record_commit<P: Protocol>(
         ev.writes.push(WriteEvent {
             item: item(w.table, l.group, w.key),
             version,
-            prev: tid(l.prev),
+            prev: history_version(l.prev),
             kind,
         });
     }

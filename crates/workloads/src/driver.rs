@@ -117,6 +117,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
                     } else {
                         Duration::ZERO
                     };
+                    workload.finish(th);
                     (worker.stats().clone(), cpu)
                 })
             })

@@ -2,6 +2,7 @@
 //! generates transactions, runs them as stored procedures through the `Tx` API only (so it runs
 //! unchanged on every protocol), and can check its own consistency afterwards.
 
+pub mod append;
 pub mod bank;
 mod driver;
 pub mod incr;
@@ -44,9 +45,18 @@ pub trait Workload: Sync {
         worker: &mut Worker<'_, P>,
     ) -> TxResult<()>;
 
+    /// Takes back a thread's state when its worker stops (before [`Workload::check`]).
+    fn finish(&self, _thread: Self::Thread) {}
+
     /// Checks the workload's consistency conditions after a run.
     fn check<P: Protocol>(&self, _db: &Database<P>) -> Result<(), String> {
         Ok(())
+    }
+
+    /// The history of what the workload's transactions observed, when it records one (list-append,
+    /// while the database records its history); taken once, after [`Workload::check`].
+    fn take_observed(&self) -> Option<phasedb_check::ListAppendHistory> {
+        None
     }
 
     /// The workload's settings, for reports.

@@ -2,14 +2,16 @@
 
 use std::sync::atomic::Ordering;
 
-use phasedb_check::{History, Item, MergeEvent, ReadEvent, TxnEvent, WriteEvent, WriteKind};
+use phasedb_check::{
+    History, Item, MERGE_WORKER, MergeEvent, ReadEvent, TxnEvent, WriteEvent, WriteKind,
+};
 
 use super::Doppel;
 use super::split::SplitEntry;
 use crate::database::Database;
-use crate::record::item;
+use crate::record::{history_version, item};
 use crate::splittable;
-use crate::tid::{LOCK, tid};
+use crate::tid::LOCK;
 
 /// Merges the slices of activity slot `slot` into the split records and empties them. Each record
 /// is locked while its slice is merged, since workers merge in parallel; split-phase transactions
@@ -71,17 +73,18 @@ fn merge_entry(db: &Database<Doppel>, e: &SplitEntry, slice: &[u64], buf: &mut V
 /// split phase `phase` applied to the record's slices.
 pub(crate) fn record_merge(db: &Database<Doppel>, e: &SplitEntry, version: u64, phase: u64) {
     let it: Item = item(e.label.table, e.group, e.label.key);
+    let before = history_version(e.pre_word);
     let ev = TxnEvent {
         id: (1 << 62) | (phase << 20) | (e.slice as u64 & 0xfffff),
-        worker: u32::MAX,
+        worker: MERGE_WORKER,
         reads: vec![ReadEvent {
             item: it,
-            version: tid(e.pre_word),
+            version: before,
         }],
         writes: vec![WriteEvent {
             item: it,
             version,
-            prev: tid(e.pre_word),
+            prev: before,
             kind: WriteKind::Update,
         }],
         split_ops: Vec::new(),

@@ -16,7 +16,8 @@ use crate::common::{Mix, open, run, seeds};
 
 use adya::{Opts, Report, Valid, Workload};
 use phasedb_check::{
-    History, check_serializable, to_elle_edn, to_elle_list_append_edn, with_observer,
+    ABSENT, Anomaly, History, LOADED, check_serializable, to_elle_edn, to_elle_list_append_edn,
+    with_observer,
 };
 use phasedb_txn::{NoCc, Occ, columns};
 use rand::rngs::SmallRng;
@@ -258,4 +259,50 @@ fn nocc_verdicts_agree_with_adya() {
     }
     assert!(anomalous > 0, "no nocc history was anomalous");
     assert!(valid > 0, "no nocc history was serializable");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Loaded rows and keys that never existed are told apart, so a miss of a loaded row is checkable.
+
+#[test]
+fn loaded_rows_and_absent_keys_record_distinct_versions() {
+    let (db, t) = open::<Occ>(false, 2, 2);
+    db.execute(|tx| {
+        assert!(
+            tx.get_columns(t, 0, columns(&[0]))?.is_some(),
+            "key 0 is loaded"
+        );
+        assert!(
+            tx.get_columns(t, 1, columns(&[0]))?.is_none(),
+            "key 1 is not"
+        );
+        tx.update(t, 0, |w| w.set_u64(0, 7))?;
+        Ok(())
+    })
+    .unwrap();
+    let h = db.take_history();
+    let txn = &h.txns[0];
+    let version_of = |key| {
+        txn.reads
+            .iter()
+            .find(|r| r.item.key == key)
+            .unwrap()
+            .version
+    };
+    assert_eq!(version_of(0), LOADED);
+    assert_eq!(version_of(1), ABSENT);
+    assert_eq!(txn.writes[0].prev, LOADED);
+    check_serializable(&h).expect("serializable");
+    // Had the read of the loaded row missed, the checker would say so.
+    let mut missed = h.clone();
+    missed.txns[0]
+        .reads
+        .iter_mut()
+        .find(|r| r.item.key == 0)
+        .unwrap()
+        .version = ABSENT;
+    assert!(matches!(
+        check_serializable(&missed),
+        Err(Anomaly::LoadedRowMissed { .. })
+    ));
 }

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod append;
 mod bank;
 mod incr;
 mod like;
