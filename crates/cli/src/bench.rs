@@ -287,9 +287,8 @@ pub fn run(args: BenchArgs) -> i32 {
     if c.history_format.is_some() && c.history.is_none() {
         return fail("--history-format needs --history FILE");
     }
-    let distributed = args.cluster.is_star()
-        || args.cluster.cluster.is_some()
-        || args.cluster.connect.is_some();
+    let distributed =
+        args.cluster.is_star() || args.cluster.cluster.is_some() || args.cluster.connect.is_some();
     if distributed && c.history.is_some() {
         return fail("--history records embedded runs only");
     }
