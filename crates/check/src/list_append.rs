@@ -21,8 +21,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::history::{
-    ABSENT, History, Item, LOAD_WORKER, LOADED, ReadEvent, SYNTHETIC_VERSIONS, TxnEvent, Version,
-    WriteEvent, WriteKind,
+    ABSENT, History, Item, LOAD_WORKER, LOADED, OBSERVER_WORKER, ReadEvent, SYNTHETIC_VERSIONS,
+    TxnEvent, Version, WriteEvent, WriteKind,
 };
 use crate::{Anomaly, CheckStats, check_serializable};
 
@@ -94,7 +94,8 @@ pub struct Txn {
 }
 
 /// A value-observed list-append history: the loaded lists and every transaction, each process's
-/// in the order it ran them.
+/// in the order it ran them. Committed transactions of process [`OBSERVER_WORKER`] are final reads,
+/// run after every other transaction: each committed append to a key they read must be in it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListAppendHistory {
     /// Keys that held a list before the history started, with the list (distinct elements).
@@ -176,6 +177,15 @@ pub enum Violation {
         /// The transaction that appended it and more.
         writer: usize,
     },
+    /// A committed append is missing from the final read of its key (a lost write).
+    LostAppend {
+        /// The transaction that appended it.
+        txn: usize,
+        /// The key.
+        key: u64,
+        /// The element.
+        value: u64,
+    },
     /// A transaction's reads of one key disagree with each other or with its own appends.
     Internal {
         /// The transaction.
@@ -240,6 +250,10 @@ impl fmt::Display for Violation {
                 "T{txn} read key {key} ending at {value}, which T{writer} followed with another \
                  append (G1b)"
             ),
+            Violation::LostAppend { txn, key, value } => write!(
+                f,
+                "element {value} that T{txn} appended to key {key} is missing from the final read"
+            ),
             Violation::Internal { txn, key } => write!(
                 f,
                 "T{txn}'s reads of key {key} disagree with each other or with its own appends"
@@ -274,6 +288,7 @@ impl ListAppendHistory {
         let sources = self.sources()?;
         let orders = self.orders()?;
         self.check_reads(&sources)?;
+        self.check_final_reads(&orders)?;
         check_serializable(&self.plain(&orders)).map_err(Violation::Anomaly)
     }
 
@@ -336,6 +351,35 @@ impl ListAppendHistory {
             .into_iter()
             .map(|(k, (list, _))| (k, list.to_vec()))
             .collect())
+    }
+
+    /// Fails on a committed append to a key that a final read (a committed transaction of process
+    /// [`OBSERVER_WORKER`], which runs after all others) read without it.
+    fn check_final_reads(&self, orders: &FxHashMap<u64, Vec<u64>>) -> Result<(), Violation> {
+        let finals: FxHashSet<u64> = self
+            .ok_reads()
+            .filter(|&(i, _, _)| self.txns[i].process == OBSERVER_WORKER)
+            .map(|(_, key, _)| key)
+            .collect();
+        if finals.is_empty() {
+            return Ok(());
+        }
+        let ordered: FxHashSet<(u64, u64)> = orders
+            .iter()
+            .filter(|(k, _)| finals.contains(k))
+            .flat_map(|(k, order)| order.iter().map(move |v| (*k, *v)))
+            .collect();
+        for (i, t) in self.txns.iter().enumerate() {
+            if t.outcome != Outcome::Ok {
+                continue;
+            }
+            for (key, value) in appends(t) {
+                if finals.contains(&key) && !ordered.contains(&(key, value)) {
+                    return Err(Violation::LostAppend { txn: i, key, value });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every read of a committed transaction: position, key and list.

@@ -4,7 +4,7 @@
 
 use adya::{Opts, Report, Valid, Workload};
 use phasedb_check::list_append::{ListAppendHistory, Mop, Outcome, Txn, Violation};
-use phasedb_check::{Anomaly, LOAD_WORKER};
+use phasedb_check::{Anomaly, LOAD_WORKER, OBSERVER_WORKER};
 
 fn adya(h: &ListAppendHistory) -> Report {
     let parsed = adya::History::from_edn(&h.to_elle_edn()).expect("adya parses the EDN");
@@ -219,6 +219,33 @@ fn a_read_that_misses_its_own_append_is_rejected() {
     let (ours, _) = rejected(&h);
     assert!(
         matches!(ours, Violation::Internal { txn: 0, key: 1 }),
+        "{ours}"
+    );
+}
+
+#[test]
+fn an_append_missing_from_the_final_read_is_lost() {
+    // Without the final read, the unobserved append could still come after everything seen.
+    let mut h = history(
+        &[],
+        vec![
+            ok(0, vec![read(1, &[]), append(1, 1)]),
+            ok(1, vec![append(1, 2)]),
+            ok(2, vec![read(1, &[1])]),
+        ],
+    );
+    accepted(&h);
+    h.txns.push(ok(OBSERVER_WORKER, vec![read(1, &[1])]));
+    let ours = h.check().expect_err("phasedb accepts a lost append");
+    assert!(
+        matches!(
+            ours,
+            Violation::LostAppend {
+                txn: 1,
+                key: 1,
+                value: 2
+            }
+        ),
         "{ours}"
     );
 }

@@ -597,6 +597,8 @@ fn report_result<W: Workload>(
             Ok(()) => eprintln!("history written to {}", path.display()),
             Err(e) => {
                 eprintln!("error: cannot write the history to {}: {e}", path.display());
+                // No partial or empty file that a checker could take for a history.
+                let _ = std::fs::remove_file(path);
                 code = 1;
             }
         }
