@@ -503,6 +503,171 @@ fn operation_replication_applied_in_order_per_partition_converges_to_the_primary
     }
 }
 
+#[test]
+fn a_partition_master_runs_while_another_partitions_records_are_applied() {
+    for seed in seeds(&[1, 2]) {
+        // A masters partition 1 (keys KEYS..2 * KEYS); B masters partition 0 and backs up 1.
+        let (a, kv, local) = replica_db(epoch_only_by_phase());
+        let (b, _, _) = replica_db(epoch_only_by_phase());
+        for db in [&a, &b] {
+            db.set_star_mode(StarMode::Partitioned);
+            db.set_epoch(2);
+        }
+        let mut stream = Vec::new();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut w = a.worker();
+        let shipped = run_and_ship(
+            &mut w,
+            (kv, local),
+            ReplicationMode::Operation,
+            KEYS,
+            600,
+            3,
+            &mut rng,
+            &mut stream,
+        );
+        drop(w);
+        let partition_1 = |k: u64| (KEYS..2 * KEYS).contains(&k);
+        let applied: usize = std::thread::scope(|s| {
+            let (b, stream) = (&b, &stream);
+            let master = s.spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(seed + 1);
+                let mut w = b.worker();
+                let mut ignored = Vec::new();
+                run_and_ship(
+                    &mut w,
+                    (kv, local),
+                    ReplicationMode::Operation,
+                    0,
+                    600,
+                    1,
+                    &mut rng,
+                    &mut ignored,
+                )
+            });
+            let applier = s.spawn(move || {
+                stream
+                    .iter()
+                    .map(|batch| b.apply_replication(batch).unwrap().records)
+                    .sum()
+            });
+            assert!(master.join().unwrap() > 0);
+            applier.join().unwrap()
+        });
+        assert_eq!(applied, shipped, "seed {seed}");
+        assert_eq!(
+            a.digest(kv, partition_1),
+            b.digest(kv, partition_1),
+            "seed {seed}: partition 1 differs"
+        );
+        assert_ne!(
+            a.digest(kv, |k| k < KEYS),
+            b.digest(kv, |k| k < KEYS),
+            "seed {seed}: partition 0 ran only on B"
+        );
+    }
+}
+
+#[test]
+fn optimistic_readers_never_see_a_group_half_applied() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    // Rows of one wide group: a version number and 4 KiB all holding it, so that installing one
+    // takes long enough for a reader to copy it half-written, were the group not locked meanwhile.
+    const ROWS: u64 = 4;
+    let open = || {
+        let mut db = Database::<Star>::open(Config::default());
+        let schema = Schema::builder()
+            .column("v", ColumnType::U64, 0)
+            .column("blob", ColumnType::Fixed(4096), 0)
+            .build()
+            .unwrap();
+        let t = db.create_table(TableSpec::new("wide", schema, 8));
+        for k in 0..ROWS {
+            db.load(t, k, |r| r.set_bytes(1, &[0; 4096])).unwrap();
+        }
+        (db, t)
+    };
+    let ((a, t), (b, _)) = (open(), open());
+    let mut w = a.worker();
+    let batches: Vec<Vec<u8>> = (1..20_000u64)
+        .map(|v| {
+            commit_and_ship(&mut w, ReplicationMode::Value, |tx| {
+                tx.update(t, v % ROWS, |w| {
+                    w.set_u64(0, v);
+                    w.set_bytes(1, &[v as u8; 4096]);
+                })?;
+                Ok(())
+            })
+        })
+        .collect();
+    b.set_star_mode(StarMode::SingleMaster);
+    let (done, passes) = (AtomicBool::new(false), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut w = b.worker();
+            while !done.load(Ordering::Acquire) {
+                for key in 0..ROWS {
+                    w.execute(0, |tx| {
+                        let row = tx.get(t, key)?.unwrap();
+                        let v = row.u64(0) as u8;
+                        assert!(row.bytes(1).iter().all(|&x| x == v), "row {key} torn");
+                        Ok(())
+                    })
+                    .unwrap();
+                }
+                passes.fetch_add(1, Ordering::Release);
+            }
+        });
+        // Applies while the reader runs (it has made a pass), so the two overlap.
+        while passes.load(Ordering::Acquire) == 0 {
+            std::thread::yield_now();
+        }
+        for batch in &batches {
+            b.apply_replication(batch).unwrap();
+        }
+        done.store(true, Ordering::Release);
+    });
+    assert_eq!(a.digest(t, |_| true), b.digest(t, |_| true));
+}
+
+#[test]
+fn applying_waits_for_a_group_a_committer_holds() {
+    let (a, kv, _) = replica_db(Config::default());
+    let (b, _, _) = replica_db(Config::default());
+    let mut w = a.worker();
+    let batch = commit_and_ship(&mut w, ReplicationMode::Value, |tx| {
+        tx.update(kv, 6, |w| w.set_u64(C, 60))?;
+        Ok(())
+    });
+    let read_c = || {
+        let guard = phasedb_storage::pin();
+        let table = b.table(kv);
+        let rec = table.get(6, &guard).unwrap();
+        let c = table.schema().column(C);
+        rec.word(table.layout(), c.offset / 8)
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let (before, guard) = (read_c(), phasedb_storage::pin());
+    let table = b.table(kv);
+    let rec = table.get(6, &guard).unwrap();
+    let meta = rec.meta(table.layout(), 2);
+    let word = meta.load();
+    assert!(
+        meta.try_lock(word),
+        "the test holds group 2 like a committer"
+    );
+    std::thread::scope(|s| {
+        let applier = s.spawn(|| b.apply_replication(&batch).unwrap());
+        std::thread::sleep(Duration::from_millis(10));
+        assert_eq!(read_c(), before, "applied under a committer's lock");
+        assert!(!applier.is_finished());
+        meta.publish(word);
+        assert_eq!(applier.join().unwrap().applied_groups, 1);
+    });
+    assert_ne!(read_c(), before);
+    assert_replicas_agree(&a, &b, kv, "after the lock was released");
+}
+
 /// Commits `f` on `w` and returns the records it ships in `mode` as one batch.
 fn commit_and_ship(
     w: &mut Worker<'_, Star>,
