@@ -40,7 +40,7 @@ pub struct Settings {
 }
 
 /// The 1-minute load average from `/proc/loadavg`, where there is one.
-fn load_average() -> Option<f64> {
+pub fn load_average() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
     text.split_whitespace().next()?.parse().ok()
 }

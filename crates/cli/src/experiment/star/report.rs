@@ -99,13 +99,31 @@ pub fn common_setup(s: &Settings) -> Vec<String> {
             .into(),
         format!("hardware: {}", s.machine()),
         s.point_line(&format!("{runs}{warm_up}")),
-        "a point's warm-up spans at least 3 iterations and its measured window at least 40 (3 with \
-         --quick): commits are released when their phase ends, so a window counts whole bursts"
+        "a point's warm-up lasts at least 3 iteration times and its measured window at least 40 \
+         (3 with --quick): commits are released when their phase ends, so a window should span \
+         many such bursts"
             .into(),
         "loopback has no network latency: a fence costs the round trips' CPU and the wait for \
          replicas to apply the phase's writes, not a wire's delay"
             .into(),
     ]
+}
+
+/// The range of the 1-minute load average at the end of the reported runs: how much other
+/// processes competed with the nodes for the cores.
+fn load_range(rows: &[Row]) -> Option<String> {
+    let loads: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| r.param("load_1min")?.parse().ok())
+        .collect();
+    let lo = loads.iter().copied().reduce(f64::min)?;
+    let hi = loads.iter().copied().reduce(f64::max)?;
+    Some(format!(
+        "1-minute load average at the end of the reported runs: {lo:.2} to {hi:.2} on {} cores \
+         (column \"load\"; the {NODES} busy nodes account for about {NODES}, the rest is other \
+         processes competing with them)",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    ))
 }
 
 fn pct(v: Option<f64>) -> String {
@@ -125,6 +143,7 @@ fn measured_table(r: &mut Report, rows: &[Row], varying: &[&str], extra: &[(&str
         "phases/s",
         "fences",
         "cross (measured)",
+        "load",
         "status",
     ]);
     let lines: Vec<Vec<String>> = rows
@@ -143,6 +162,7 @@ fn measured_table(r: &mut Report, rows: &[Row], varying: &[&str], extra: &[(&str
                 p("phases_per_s"),
                 pct(f("fence_share")),
                 pct(f("cross_share")),
+                p("load_1min"),
                 match &row.applicable {
                     Ok(()) => "ok".into(),
                     Err(e) => format!("n/a: {e}"),
@@ -182,6 +202,7 @@ impl Finish<'_> {
         let mut r = Report::new(self.title);
         let mut setup = self.setup;
         setup.extend(common_setup(s));
+        setup.extend(load_range(&rows));
         r.heading("Setup").bullets(&setup);
         r.heading("What the paper claims").para(self.paper);
         r.heading("Verdicts");

@@ -16,7 +16,7 @@ use phasedb_dist::star::bench::{self, BenchReport, BenchSettings};
 use phasedb_net::StarConfig;
 use phasedb_net::config::{NetSettings, ServerSettings};
 
-use super::super::Settings;
+use super::super::settings::{Settings, load_average};
 use super::super::sweep::{Metrics, Row};
 use crate::cluster::star_workload::StarWorkload;
 
@@ -104,7 +104,15 @@ pub fn windows(s: &Settings, iteration_ms: f64) -> (Duration, Duration) {
     )
 }
 
-fn run_once(s: &Settings, p: &Point) -> Result<BenchReport, String> {
+/// What one run of a point measured, and how busy the machine was when it ended.
+struct Run {
+    report: BenchReport,
+    /// The 1-minute load average right after the run: other processes competing for the cores
+    /// (Linux only).
+    load: Option<f64>,
+}
+
+fn run_once(s: &Settings, p: &Point) -> Result<Run, String> {
     let binary = crate::this_program().map_err(|e| format!("cannot find phasedb: {e}"))?;
     let mut cluster = ProcessCluster::start_star(
         &binary,
@@ -122,6 +130,7 @@ fn run_once(s: &Settings, p: &Point) -> Result<BenchReport, String> {
         ..BenchSettings::default()
     };
     let report = bench::run(&config, &settings, |_| cluster.exited().map_or(Ok(()), Err));
+    let load = load_average();
     let clean = cluster.stop(Duration::from_secs(10));
     if clean < NODES as usize {
         eprintln!(
@@ -129,7 +138,10 @@ fn run_once(s: &Settings, p: &Point) -> Result<BenchReport, String> {
             NODES as usize - clean
         );
     }
-    report
+    Ok(Run {
+        report: report?,
+        load,
+    })
 }
 
 fn metrics(r: &BenchReport) -> Metrics {
@@ -166,7 +178,8 @@ fn consistency(r: &BenchReport) -> String {
 }
 
 /// Figures of a run beyond the standard metrics, as CSV columns.
-fn extra(r: &BenchReport) -> Vec<(String, String)> {
+fn extra(run: &Run) -> Vec<(String, String)> {
+    let r = &run.report;
     let c = &r.coordinator;
     let copies: usize = r.replicas.partitions.iter().map(|(_, s)| s.len()).sum();
     [
@@ -191,6 +204,10 @@ fn extra(r: &BenchReport) -> Vec<(String, String)> {
         ("min_interval", format!("{:.0}", r.min_interval())),
         ("copies_compared", copies.to_string()),
         ("nodes_checked", r.checks.len().to_string()),
+        (
+            "load_1min",
+            run.load.map_or(String::new(), |l| format!("{l:.2}")),
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -235,7 +252,7 @@ pub fn run(s: &Settings, points: &[Point]) -> Vec<Row> {
     let started = Instant::now();
     let rounds = s.runs.max(1);
     let total = points.len() * rounds;
-    let mut done: Vec<Vec<BenchReport>> = points.iter().map(|_| Vec::new()).collect();
+    let mut done: Vec<Vec<Run>> = points.iter().map(|_| Vec::new()).collect();
     let mut failed: Vec<Option<String>> = vec![None; points.len()];
     let mut rng = SmallRng::seed_from_u64(s.seed);
     if let Some(first) = points.first().filter(|_| !s.quick) {
@@ -258,18 +275,19 @@ pub fn run(s: &Settings, points: &[Point]) -> Vec<Row> {
             let n = round * points.len() + k + 1;
             eprintln!("[{n}/{total}] {}: {}", s.name, describe(p));
             match run_once(s, p) {
-                Ok(r) => {
-                    let per = started.elapsed().as_secs_f64() / n as f64;
+                Ok(run) => {
+                    let (r, per) = (&run.report, started.elapsed().as_secs_f64() / n as f64);
                     eprintln!(
                         "        {:.0} txn/s, {:.0} replication bytes/txn, {:.1} phases/s, \
-                         consistency {}, about {:.0} s left",
+                         consistency {}, load {}, about {:.0} s left",
                         r.throughput(),
                         r.bytes_per_commit(),
                         r.phases_per_s(),
-                        consistency(&r),
+                        consistency(r),
+                        run.load.map_or("?".into(), |l| format!("{l:.2}")),
                         per * (total - n) as f64
                     );
-                    done[i].push(r);
+                    done[i].push(run);
                 }
                 Err(e) => {
                     eprintln!("        failed: {e}");
@@ -286,13 +304,16 @@ pub fn run(s: &Settings, points: &[Point]) -> Vec<Row> {
         .collect()
 }
 
-fn row(s: &Settings, p: &Point, runs: &mut Vec<BenchReport>, failure: Option<String>) -> Row {
+fn row(s: &Settings, p: &Point, runs: &mut Vec<Run>, failure: Option<String>) -> Row {
     let mut params = p.params.clone();
     params.extend(constants(s, p));
-    let rounds = runs.iter().map(BenchReport::throughput).collect();
+    let rounds = runs.iter().map(|r| r.report.throughput()).collect();
     // Every run must be consistent, not only the one reported.
-    let inconsistent = runs.iter().map(consistency).find(|c| c != "ok");
-    runs.sort_by(|a, b| a.throughput().total_cmp(&b.throughput()));
+    let inconsistent = runs
+        .iter()
+        .map(|r| consistency(&r.report))
+        .find(|c| c != "ok");
+    runs.sort_by(|a, b| a.report.throughput().total_cmp(&b.report.throughput()));
     let median = (!runs.is_empty()).then(|| runs.swap_remove(runs.len() / 2));
     let check = match (&inconsistent, &median) {
         (Some(c), _) => c.clone(),
@@ -303,7 +324,7 @@ fn row(s: &Settings, p: &Point, runs: &mut Vec<BenchReport>, failure: Option<Str
         (_, Some(e)) => (Metrics::default(), Err(e)),
         (None, None) => (Metrics::default(), Err("not run".to_string())),
         (Some(r), None) => {
-            let m = metrics(r);
+            let m = metrics(&r.report);
             let ok = if let Some(c) = inconsistent {
                 Err(c)
             } else if m.committed == 0 {
