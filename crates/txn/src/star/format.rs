@@ -215,69 +215,64 @@ impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Decoder<'a, F> {
         }
     }
 
-    fn byte(&mut self) -> Result<u8, ReplicationError> {
-        let b = *self
-            .bytes
-            .get(self.pos)
-            .ok_or(ReplicationError::Truncated { at: self.pos })?;
-        self.pos += 1;
-        Ok(b)
-    }
-
-    fn varint(&mut self, field: &'static str) -> Result<u64, ReplicationError> {
-        let at = self.pos;
+    /// The varint at the read position, or why there is none: the batch ends first (`None`
+    /// inside), or it does not fit 64 bits.
+    #[inline]
+    fn varint(&mut self) -> Result<Option<u64>, ()> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
+            let Some(&b) = self.bytes.get(self.pos) else {
+                return Ok(None);
+            };
+            self.pos += 1;
             let bits = (b & 0x7f) as u64;
             if shift == 63 && bits > 1 {
-                return Err(ReplicationError::VarintOverflow { at, field });
+                return Err(());
             }
             v |= bits << shift;
             if b & 0x80 == 0 {
-                return Ok(v);
+                return Ok(Some(v));
             }
         }
-        Err(ReplicationError::VarintOverflow { at, field })
+        Err(())
     }
 
+    /// The record at the read position, which it passes.
     fn record(&mut self) -> Result<Record<'a>, ReplicationError> {
         let at = self.pos;
-        self.record_at(at).map_err(|e| match e {
-            ReplicationError::Truncated { .. } => ReplicationError::Truncated { at },
-            e => e,
-        })
-    }
-
-    fn record_at(&mut self, at: usize) -> Result<Record<'a>, ReplicationError> {
-        let kind = match self.byte()? {
-            0 => RecordKind::Upsert,
-            1 => RecordKind::Delete,
-            kind => return Err(ReplicationError::BadKind { at, kind }),
+        let truncated = ReplicationError::Truncated { at };
+        let varint = |d: &mut Self, field| match d.varint() {
+            Ok(Some(v)) => Ok(v),
+            Ok(None) => Err(truncated.clone()),
+            Err(()) => Err(ReplicationError::VarintOverflow { at, field }),
         };
-        let table = self.varint("table id")?;
+        let kind = match self.bytes.get(at) {
+            None => return Err(truncated),
+            Some(0) => RecordKind::Upsert,
+            Some(1) => RecordKind::Delete,
+            Some(&kind) => return Err(ReplicationError::BadKind { at, kind }),
+        };
+        self.pos += 1;
+        let table = varint(self, "table id")?;
         let schema = u32::try_from(table)
             .ok()
             .and_then(|t| (self.schema_of)(t))
             .ok_or(ReplicationError::UnknownTable { at, table })?;
         let table = table as TableId;
-        let key = self.varint("key")?;
-        let tid = self.varint("TID")?;
+        let key = varint(self, "key")?;
+        let tid = varint(self, "TID")?;
         if tid == 0 || tid > TID_MASK {
             return Err(ReplicationError::BadTid { at, tid });
         }
         let (columns, data) = match kind {
             RecordKind::Delete => (0, &self.bytes[..0]),
             RecordKind::Upsert => {
-                let columns = self.varint("column mask")?;
+                let columns = varint(self, "column mask")?;
                 if columns == 0 || columns & !schema.all_columns() != 0 {
                     return Err(ReplicationError::BadColumns { at, table, columns });
                 }
                 let len = columns_width(schema, columns);
-                let data = self
-                    .bytes
-                    .get(self.pos..self.pos + len)
-                    .ok_or(ReplicationError::Truncated { at })?;
+                let data = self.bytes.get(self.pos..self.pos + len).ok_or(truncated)?;
                 self.pos += len;
                 (columns, data)
             }
@@ -337,12 +332,7 @@ impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Iterator for Decoder<'a, F> {
 
 /// Bytes the columns in `columns` take in a record.
 pub(crate) fn columns_width(schema: &Schema, columns: u64) -> usize {
-    let mut m = columns;
     let mut len = 0;
-    while m != 0 {
-        let c = m.trailing_zeros() as usize;
-        m &= m - 1;
-        len += schema.column(c).ty.width();
-    }
+    column_runs(schema, columns, |run| len += run.len());
     len
 }

@@ -26,8 +26,9 @@ pub enum ReplicationMode {
 
 impl<'db, P: Protocol<Meta = TidWord>> Worker<'db, P> {
     /// Appends the replication records of the transaction [`Worker::execute`] last committed (none
-    /// if it wrote nothing, or if that call did not commit) to `bufs[route(table, key)]`; a `None`
-    /// route skips the row (a table no other node holds). Returns the number of records appended.
+    /// if it wrote nothing, or if that call did not commit) to `bufs[route(table, key)]` (an index
+    /// into `bufs`); a `None` route skips the row (a table no other node holds). Returns the number
+    /// of records appended.
     /// Buffers must be empty or hold only what this method appended (see [`crate::star`] for the
     /// format); the node ships each one whole. Once the buffers have grown it allocates nothing.
     ///
