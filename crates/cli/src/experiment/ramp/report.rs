@@ -109,7 +109,7 @@ pub fn common_setup(s: &Settings) -> Vec<String> {
              event loop each, node i pinned to core i, with huge pages off) and runs closed-loop \
              clients from {} benchmark endpoint thread(s) (one per core, at most one per client, \
              thread i pinned to core i); {}",
-            phasedb_dist::bench::default_threads(usize::MAX),
+            phasedb_dist::ramp::bench::default_threads(usize::MAX),
             s.machine()
         ),
         s.point_line(&format!("{runs}{warm_up}")),

@@ -13,10 +13,10 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 
 use phasedb_dist::Algorithm;
-use phasedb_dist::bench::launch::ProcessCluster;
-use phasedb_dist::bench::workload::YcsbRamp;
-use phasedb_dist::bench::{BenchConfig, BenchReport};
-use phasedb_dist::server::ServerStats;
+use phasedb_dist::ramp::bench::launch::ProcessCluster;
+use phasedb_dist::ramp::bench::workload::YcsbRamp;
+use phasedb_dist::ramp::bench::{BenchConfig, BenchReport};
+use phasedb_dist::ramp::server::ServerStats;
 use phasedb_net::config::{NetSettings, ServerSettings};
 
 use super::super::Settings;
@@ -64,18 +64,18 @@ fn run_once(s: &Settings, p: &Point) -> Result<Run, String> {
     let bench = BenchConfig {
         algorithm: p.algorithm,
         clients: p.clients,
-        threads: phasedb_dist::bench::default_threads(p.clients),
+        threads: phasedb_dist::ramp::bench::default_threads(p.clients),
         warmup: s.warmup,
         duration: s.duration,
         seed: s.seed,
         workload: p.workload.clone(),
-        bloom_bits: phasedb_dist::bloom::DEFAULT_BITS,
-        bloom_hashes: phasedb_dist::bloom::DEFAULT_HASHES,
+        bloom_bits: phasedb_dist::ramp::bloom::DEFAULT_BITS,
+        bloom_hashes: phasedb_dist::ramp::bloom::DEFAULT_HASHES,
         verify: false,
         skip_commit: p.skip_commit,
         pin: true,
     };
-    let report = phasedb_dist::bench::run(&cluster.config, &bench, |_, _| {});
+    let report = phasedb_dist::ramp::bench::run(&cluster.config, &bench, |_, _| {});
     if p.skip_commit > 0.0 {
         std::thread::sleep(CTP_SETTLE);
     }

@@ -11,7 +11,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 
-use phasedb_dist::bench::launch::ProcessCluster;
+use phasedb_dist::ramp::bench::launch::ProcessCluster;
 use phasedb_dist::star::bench::{self, BenchReport, BenchSettings};
 use phasedb_net::StarConfig;
 use phasedb_net::config::{NetSettings, ServerSettings};

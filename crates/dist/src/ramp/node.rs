@@ -4,10 +4,10 @@
 use std::collections::VecDeque;
 use std::future::Future;
 
-use crate::client::{ClientSettings, Router, TxnClient};
-use crate::msg::{Algorithm, Msg, TxnSpec};
-use crate::server::{PartitionServer, ServerStats};
-use crate::ts::PROXY_CLIENT_BASE;
+use crate::ramp::client::{ClientSettings, Router, TxnClient};
+use crate::ramp::msg::{Algorithm, Msg, TxnSpec};
+use crate::ramp::server::{PartitionServer, ServerStats};
+use crate::ramp::ts::PROXY_CLIENT_BASE;
 use phasedb_net::tcp::{TcpOptions, run};
 use phasedb_net::{Addr, ClusterConfig, Node, Transport};
 
@@ -51,7 +51,7 @@ impl ServerNode {
         algorithm: Algorithm,
         txn: TxnSpec,
     ) {
-        if let Err(e) = crate::txn_check::validate(&txn) {
+        if let Err(e) = crate::ramp::txn_check::validate(&txn) {
             net.send(
                 from,
                 Msg::RunReply {
@@ -205,7 +205,7 @@ impl LocalCluster {
     }
 
     /// Starts the nodes on sockets already listening at their addresses, one per node in the
-    /// cluster file's order (see [`crate::bench::launch::reserve_ports`]).
+    /// cluster file's order (see [`crate::ramp::bench::launch::reserve_ports`]).
     pub fn start_on(
         cfg: &ClusterConfig,
         listeners: Vec<std::net::TcpListener>,

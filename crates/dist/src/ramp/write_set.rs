@@ -7,8 +7,8 @@ use std::ops::Deref;
 use serde::de::{Error, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::msg::Key;
-use crate::words::{Builder, INLINE, Words};
+use crate::ramp::msg::Key;
+use crate::ramp::words::{Builder, INLINE, Words};
 
 /// The keys a transaction wrote.
 #[derive(Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! The lock plans of the lock-based baselines: which locks a transaction takes, in key order.
 
-use crate::msg::{Key, LockMode, TxnSpec};
+use crate::ramp::msg::{Key, LockMode, TxnSpec};
 
 fn sorted(mut v: Vec<(Key, LockMode)>) -> Vec<(Key, LockMode)> {
     v.sort_by_key(|l| l.0);

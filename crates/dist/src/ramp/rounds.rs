@@ -2,8 +2,8 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::bloom::Bloom;
-use crate::msg::{GetMode, Key, Meta, Ts};
+use crate::ramp::bloom::Bloom;
+use crate::ramp::msg::{GetMode, Key, Meta, Ts};
 
 /// A first-round version as the client holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]

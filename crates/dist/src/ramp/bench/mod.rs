@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::client::pool::ClientPool;
-use crate::client::{ClientSettings, Router};
-use crate::history::Recorder;
-use crate::msg::Algorithm;
+use crate::ramp::client::pool::ClientPool;
+use crate::ramp::client::{ClientSettings, Router};
+use crate::ramp::history::Recorder;
+use crate::ramp::msg::Algorithm;
 use endpoint::{BenchEndpoint, Control, MEASURE, STOP};
 use phasedb_check::read_atomic::{RaStats, check_read_atomic};
 use phasedb_net::tcp::{TcpOptions, run_blocking};

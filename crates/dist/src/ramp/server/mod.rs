@@ -9,13 +9,13 @@ pub mod store;
 
 use rustc_hash::FxHashMap;
 
-use crate::epci::server::EpciState;
-use crate::expiring::Expiring;
-use crate::locking::table::{LockTable, Waiter};
-use crate::msg::{
+use crate::ramp::epci::server::EpciState;
+use crate::ramp::expiring::Expiring;
+use crate::ramp::hint::ReadSetFilter;
+use crate::ramp::locking::table::{LockTable, Waiter};
+use crate::ramp::msg::{
     GetMode, Key, Meta, Msg, Participants, ReadResult, ReadSetHint, Ts, TxnStatus, Value, WriteSet,
 };
-use crate::ramp::hint::ReadSetFilter;
 use phasedb_net::config::ServerSettings;
 use phasedb_net::{Addr, Transport};
 use store::{Store, StoreStats};

@@ -7,7 +7,7 @@
 //! coordinator alone turns "all prepared" into a commit, since it picks the commit time.
 
 use super::{Decision, MS, PartitionServer};
-use crate::msg::{Msg, Ts, TxnStatus};
+use crate::ramp::msg::{Msg, Ts, TxnStatus};
 use phasedb_net::{Addr, Transport};
 
 impl PartitionServer {

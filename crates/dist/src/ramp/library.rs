@@ -1,7 +1,7 @@
 //! A blocking client library: routes each item to its partition and talks to the cluster over TCP.
 //!
 //! ```no_run
-//! # use phasedb_dist::library::{Client, ClientOptions};
+//! # use phasedb_dist::ramp::library::{Client, ClientOptions};
 //! # use phasedb_dist::Algorithm;
 //! # let cfg = phasedb_net::ClusterConfig::load(std::path::Path::new("cluster.toml")).unwrap();
 //! let client = Client::connect(&cfg, ClientOptions::new(Algorithm::RampFast)).unwrap();
@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
-use crate::client::pool::ClientPool;
-use crate::client::{ClientSettings, Router};
-use crate::msg::{Algorithm, Key, Msg, Outcome, ReadValue, Ts, TxnSpec, Value};
+use crate::ramp::client::pool::ClientPool;
+use crate::ramp::client::{ClientSettings, Router};
+use crate::ramp::msg::{Algorithm, Key, Msg, Outcome, ReadValue, Ts, TxnSpec, Value};
 use phasedb_net::tcp::{TcpOptions, run_blocking};
 use phasedb_net::{Addr, CLIENT_ADDR_BASE, ClusterConfig, Node, Transport};
 
@@ -192,7 +192,7 @@ impl Client {
         }
         let id = options
             .client_id
-            .unwrap_or_else(|| rand::random::<u32>() % (crate::ts::PROXY_CLIENT_BASE >> 4))
+            .unwrap_or_else(|| rand::random::<u32>() % (crate::ramp::ts::PROXY_CLIENT_BASE >> 4))
             << 4;
         let settings = ClientSettings::new(options.algorithm);
         let router = Router::new(cfg);
@@ -227,7 +227,7 @@ impl Client {
     }
 
     fn submit(&self, via: Option<Addr>, txn: TxnSpec) -> Result<Outcome, ClientError> {
-        crate::txn_check::validate(&txn).map_err(ClientError::Invalid)?;
+        crate::ramp::txn_check::validate(&txn).map_err(ClientError::Invalid)?;
         if let Some(v) = via
             && v as usize >= self.servers
         {

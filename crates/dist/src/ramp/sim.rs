@@ -1,13 +1,13 @@
 //! Actors for simulator tests: server nodes and client endpoints that run a random workload and
 //! record the history, so tests can check Read Atomic isolation under delays, drops and crashes.
 
-use crate::bench::workload::{TxnGen, Workload, YcsbRamp};
-use crate::client::pool::ClientPool;
-use crate::client::{ClientSettings, Router};
-use crate::history::Recorder;
-use crate::msg::{Msg, TxnSpec};
-use crate::node::ServerNode;
-use crate::server::PartitionServer;
+use crate::ramp::bench::workload::{TxnGen, Workload, YcsbRamp};
+use crate::ramp::client::pool::ClientPool;
+use crate::ramp::client::{ClientSettings, Router};
+use crate::ramp::history::Recorder;
+use crate::ramp::msg::{Msg, TxnSpec};
+use crate::ramp::node::ServerNode;
+use crate::ramp::server::PartitionServer;
 use phasedb_net::config::ServerSettings;
 use phasedb_net::{Addr, CLIENT_ADDR_BASE, Node, Transport};
 

@@ -6,15 +6,15 @@ pub mod router;
 
 use rustc_hash::FxHashMap;
 
-use crate::epci::client as epci;
-use crate::locking::client as locking;
-use crate::msg::{
+use crate::ramp::epci::client as epci;
+use crate::ramp::hint::{RoundHints, sibling_sigs};
+use crate::ramp::locking::client as locking;
+use crate::ramp::msg::{
     Algorithm, GetMode, Key, LockMode, Meta, Msg, Outcome, Participants, ReadResult, ReadValue, Ts,
     TxnSpec,
 };
-use crate::ramp::client::{self as ramp, FirstRoundView, RampKind};
-use crate::ramp::hint::{RoundHints, sibling_sigs};
-use crate::ts::TsGen;
+use crate::ramp::rounds::{self as ramp, FirstRoundView, RampKind};
+use crate::ramp::ts::TsGen;
 use phasedb_net::{Addr, Transport};
 pub use router::Router;
 
@@ -39,8 +39,8 @@ impl ClientSettings {
     pub fn new(algorithm: Algorithm) -> Self {
         ClientSettings {
             algorithm,
-            bloom_bits: crate::bloom::DEFAULT_BITS,
-            bloom_hashes: crate::bloom::DEFAULT_HASHES,
+            bloom_bits: crate::ramp::bloom::DEFAULT_BITS,
+            bloom_hashes: crate::ramp::bloom::DEFAULT_HASHES,
             retry_ns: 200_000_000,
             skip_commit: 0.0,
         }

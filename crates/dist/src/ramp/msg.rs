@@ -3,13 +3,13 @@
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
-use crate::bloom::Bloom;
-pub use crate::write_set::WriteSet;
+use crate::ramp::bloom::Bloom;
+pub use crate::ramp::write_set::WriteSet;
 use phasedb_net::Addr;
 
 /// An item id; items are hash-partitioned by it.
 pub type Key = u64;
-/// A transaction timestamp: unique per transaction (client id and sequence number, see [`crate::ts`]).
+/// A transaction timestamp: unique per transaction (client id and sequence number, see [`crate::ramp::ts`]).
 pub type Ts = u64;
 /// An item's value; `None` in a result is the initial null value.
 pub type Value = Vec<u8>;
@@ -339,7 +339,7 @@ pub enum Msg {
         ok: bool,
         /// E-PCI: the server's logical clock at PREPARE; the commit time must exceed it.
         clock: u64,
-        /// The highest timestamp written here ([`crate::server::store::Store::newest`]).
+        /// The highest timestamp written here ([`crate::ramp::server::store::Store::newest`]).
         newest: Ts,
     },
     /// Make a prepared transaction visible.
@@ -396,7 +396,7 @@ pub enum Msg {
     PutAck {
         /// Request id.
         rid: u64,
-        /// The highest timestamp written here ([`crate::server::store::Store::newest`]).
+        /// The highest timestamp written here ([`crate::ramp::server::store::Store::newest`]).
         newest: Ts,
     },
     /// Acquire a lock (lock baselines); answered by [`Msg::LockGranted`] once granted.

@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::msg::Key;
-use crate::words::{INLINE, Words};
+use crate::ramp::msg::Key;
+use crate::ramp::words::{INLINE, Words};
 
 /// A Bloom filter over item keys; it carries its own size so readers need no configuration.
 /// Copies cost no allocation ([`Words`]: a default filter is held in place) and filters travel as
@@ -45,7 +45,7 @@ mod words_as_bytes {
     use serde::de::{Error, Visitor};
     use serde::{Deserializer, Serializer};
 
-    use crate::words::Words;
+    use crate::ramp::words::Words;
 
     /// Filters up to this many words are encoded without allocating.
     const STACK_WORDS: usize = 8;

@@ -7,7 +7,7 @@ use rand::{RngExt, SeedableRng};
 
 use rustc_hash::FxHashSet;
 
-use crate::msg::{Key, TxnSpec};
+use crate::ramp::msg::{Key, TxnSpec};
 
 /// The workload's shape.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,7 +1,7 @@
 //! Many clients multiplexed on one endpoint: replies find their client by the slot in the request id.
 
-use crate::client::{ClientSettings, Router, TxnClient};
-use crate::msg::{Msg, Outcome, TxnSpec};
+use crate::ramp::client::{ClientSettings, Router, TxnClient};
+use crate::ramp::msg::{Msg, Outcome, TxnSpec};
 use phasedb_net::{Addr, Transport};
 
 /// A fixed set of clients sharing one endpoint's connections.

@@ -13,8 +13,8 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
-use crate::expiring::Expiring;
-use crate::msg::{Key, LockMode, Ts};
+use crate::ramp::expiring::Expiring;
+use crate::ramp::msg::{Key, LockMode, Ts};
 use phasedb_net::Addr;
 
 /// A lock request: who asked, and how to answer.

@@ -1,6 +1,6 @@
 //! E-PCI's client side: the choice of a per-transaction coordinator partition.
 
-use crate::msg::Ts;
+use crate::ramp::msg::Ts;
 use phasedb_net::Addr;
 
 /// The coordinator of write `ts`: one participant, chosen by a hash of the timestamp so every

@@ -10,8 +10,8 @@ use std::time::Duration;
 use phasedb_net::config::{NetSettings, ServerSettings};
 use phasedb_net::{ClusterConfig, StarConfig};
 
-use crate::node::wait_listening;
-use crate::server::ServerStats;
+use crate::ramp::node::wait_listening;
+use crate::ramp::server::ServerStats;
 
 /// Node processes and the configuration file they share; stopped (SIGTERM, then SIGKILL) on drop.
 pub struct ProcessCluster {

@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use super::stats::Stats;
 use super::workload::{TxnGen, TxnKind};
-use crate::client::pool::ClientPool;
-use crate::history::Recorder;
-use crate::msg::{Msg, TxnSpec};
+use crate::ramp::client::pool::ClientPool;
+use crate::ramp::history::Recorder;
+use crate::ramp::msg::{Msg, TxnSpec};
 use phasedb_net::{Addr, Node, Transport};
 
 /// Warm-up: transactions run but are not counted.

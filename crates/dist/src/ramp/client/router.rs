@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::msg::Key;
+use crate::ramp::msg::Key;
 use phasedb_net::{Addr, ClusterConfig, partition_of};
 
 /// Maps an item to its server by hash partition and placement.

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
-use crate::msg::{Key, Meta, ReadResult, Ts, Value};
+use crate::ramp::msg::{Key, Meta, ReadResult, Ts, Value};
 
 /// How far below the newest committed version of an item (in versions) a commit may still be filed
 /// among them; deeper ones go to [`Item::late`]. Concurrent writers commit at most about one

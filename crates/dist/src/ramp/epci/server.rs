@@ -2,8 +2,8 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::msg::{GetMode, Key, Msg, Ts};
-use crate::server::PartitionServer;
+use crate::ramp::msg::{GetMode, Key, Msg, Ts};
+use crate::ramp::server::PartitionServer;
 use phasedb_net::{Addr, Transport};
 
 struct Waiting {
@@ -100,7 +100,7 @@ impl PartitionServer {
     /// The coordinator's answer: the commit time, or None after promising to commit later than `read_ts`.
     pub(crate) fn check_commit(&mut self, ts: Ts, read_ts: u64) -> Option<u64> {
         match self.decision(ts) {
-            Some(crate::server::Decision::Committed(c)) => Some(c),
+            Some(crate::ramp::server::Decision::Committed(c)) => Some(c),
             _ => {
                 self.epci.observe(read_ts);
                 None

@@ -1,6 +1,6 @@
 //! Validation of transactions submitted from outside (client library, proxies).
 
-use crate::msg::TxnSpec;
+use crate::ramp::msg::TxnSpec;
 
 /// Largest number of items one transaction may read or write.
 pub const MAX_TXN_ITEMS: usize = 1 << 16;

@@ -3,7 +3,7 @@
 use hdrhistogram::Histogram;
 
 use super::workload::TxnKind;
-use crate::msg::Outcome;
+use crate::ramp::msg::Outcome;
 
 /// Counters of one kind of transaction.
 #[derive(Clone, Debug)]

@@ -3,7 +3,7 @@
 use phasedb_check::Item;
 use phasedb_check::read_atomic::{RaHistory, RaRead, RaTxn, RaWrite};
 
-use crate::msg::{Outcome, Ts, TxnSpec};
+use crate::ramp::msg::{Outcome, Ts, TxnSpec};
 
 /// The table id of every cluster item in recorded histories.
 pub const TABLE: u32 = 0;

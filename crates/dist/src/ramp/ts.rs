@@ -4,7 +4,7 @@
 //! (a Lamport clock), so a client's later writes tend to win last-writer-wins races, and its own
 //! timestamps only grow (the paper's per-client session order).
 
-use crate::msg::Ts;
+use crate::ramp::msg::Ts;
 
 /// Bits of the client id in a timestamp.
 pub const CLIENT_BITS: u32 = 24;
