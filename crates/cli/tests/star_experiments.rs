@@ -6,73 +6,7 @@ mod common;
 
 use std::process::Command;
 
-use common::TempDir;
-
-/// What a quick run wrote.
-struct Output {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
-    report: String,
-    stdout: String,
-}
-
-impl Output {
-    fn column(&self, name: &str) -> Vec<&str> {
-        let i = self
-            .header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no column `{name}` in {:?}", self.header));
-        self.rows.iter().map(|r| r[i].as_str()).collect()
-    }
-
-    fn numbers(&self, name: &str) -> Vec<f64> {
-        self.column(name)
-            .iter()
-            .map(|v| v.parse().unwrap_or_else(|_| panic!("{name}: {v}")))
-            .collect()
-    }
-}
-
-fn run_quick(name: &str) -> Output {
-    let dir = TempDir::new(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_phasedb"))
-        .args(["experiment", name, "--quick", "--out"])
-        .arg(&dir.0)
-        .output()
-        .expect("run phasedb");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{name} failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read = |ext: &str| {
-        std::fs::read_to_string(dir.0.join(format!("{name}.{ext}")))
-            .unwrap_or_else(|e| panic!("{name}.{ext}: {e}"))
-    };
-    let csv = read("csv");
-    assert!(read("svg").contains("<svg"), "{name}.svg is not an SVG");
-    let mut lines = csv.lines();
-    let header: Vec<String> = lines
-        .next()
-        .expect("a header")
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    let rows: Vec<Vec<String>> = lines
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect();
-    for r in &rows {
-        assert_eq!(r.len(), header.len(), "{name}: ragged row {r:?}");
-    }
-    Output {
-        header,
-        rows,
-        report: read("md"),
-        stdout,
-    }
-}
+use common::quick::{Output, run_quick};
 
 /// Every point counted, committed transactions and had agreeing replicas; the report states the
 /// setup, each claim's paper numbers and a verdict, echoed on stdout, and the replicas' claim holds.
