@@ -44,6 +44,8 @@ pub struct Point {
     pub hybrid: bool,
     /// Share of cross-partition transactions the nodes generate (0 to 1).
     pub cross_partition: f64,
+    /// One-way delay the nodes add to every message they send, µs (`[net] delay_us`; 0 = none).
+    pub delay_us: u64,
     /// The parameters that vary between points, in CSV order.
     pub params: Vec<(String, String)>,
     /// The plot line it belongs to.
@@ -116,7 +118,10 @@ fn run_once(s: &Settings, p: &Point) -> Result<Run, String> {
         NODES as usize,
         star_table(s, p),
         ServerSettings::default(),
-        NetSettings::default(),
+        NetSettings {
+            delay_us: p.delay_us,
+            ..NetSettings::default()
+        },
         true,
     )?;
     let config = cluster.config.clone();
