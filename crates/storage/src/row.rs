@@ -164,6 +164,7 @@ impl<'a> RowBuf<'a> {
         bytes_mut(self.words)
     }
 
+    #[inline]
     fn raw(&mut self, c: ColumnId) -> &mut [u8] {
         let col = self.schema.column(c);
         let (off, w) = (col.offset, col.ty.width());

@@ -179,6 +179,13 @@ pub(crate) fn lock_writes<P: Protocol<Meta: TidMeta>>(
         if word & (ABSENT | UNLINKED) != 0 {
             return conflict(Conflict::Validation);
         }
+        if spins != 0 && overwritten_since_read(st, l.rec, l.group, word) {
+            // The holder waited for installed a version this transaction read an older one of:
+            // validation would fail. Aborting before locking spares the record's cache line the
+            // lock and the release a doomed commit would write to it (a hot record's next
+            // committer needs that line).
+            return conflict(Conflict::Validation);
+        }
         if !meta.try_lock(word) {
             return conflict(Conflict::WriteLocked);
         }
@@ -189,6 +196,21 @@ pub(crate) fn lock_writes<P: Protocol<Meta: TidMeta>>(
     // Data stores that follow must not be seen before the locks (seqlock writer side).
     fence(Ordering::Release);
     Ok(())
+}
+
+/// Whether the transaction read group `g` of `rec` at a version other than `word`'s. Asked only
+/// after waiting for another committer's lock, so the scan of the read set stays off the
+/// uncontended path.
+#[cold]
+fn overwritten_since_read<M: TidMeta>(
+    st: &TxState<M>,
+    rec: phasedb_storage::RecordPtr<M>,
+    g: u8,
+    word: u64,
+) -> bool {
+    st.reads
+        .iter()
+        .any(|r| r.rec == rec && r.group == g && r.observed != word)
 }
 
 /// Releases every held lock, restoring the previous words; fresh placeholders stay absent and are

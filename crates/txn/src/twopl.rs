@@ -75,6 +75,21 @@ struct Wait {
     spins: u32,
 }
 
+/// Most pauses a waiter makes between two looks at a held lock. A waiter that looks at the lock's
+/// cache line takes it away from the holder, whose next store to its record must then fetch it back:
+/// on a hot record, looking back-to-back lengthens the very hold it waits for. Pauses doubling up to
+/// this bound (a few hundred nanoseconds) keep the hand-off prompt while costing the holder at most a
+/// line transfer per look.
+const MAX_PAUSES: u32 = 8;
+
+/// Looks at a held lock after which a waiter starts yielding its core, once every
+/// [`YIELD_EVERY`] looks: the hold has outlasted a short critical section, and its holder may be
+/// waiting for this core.
+const SPINS_BEFORE_YIELD: u32 = 64;
+
+/// Looks between two yields of a long wait (each also checks [`DEADLOCK_TIMEOUT`]).
+const YIELD_EVERY: u32 = 16;
+
 impl Wait {
     fn new() -> Wait {
         Wait {
@@ -84,29 +99,40 @@ impl Wait {
     }
 
     /// Decides, under `POLICY`, whether a transaction of age `ts` waits for a holder of age
-    /// `holder_ts` (then it spins a little and returns Ok) or aborts.
+    /// `holder_ts` (then it pauses, or yields its core, and returns Ok) or aborts.
+    #[inline]
     fn decide<const POLICY: u8>(
         &mut self,
         ts: u64,
-        holder_ts: u64,
+        holder_ts: impl FnOnce() -> u64,
         conflict: Conflict,
     ) -> TxResult<()> {
         let may_wait = match POLICY {
             NO_WAIT => false,
-            WAIT_DIE => ts < holder_ts,
+            WAIT_DIE => ts < holder_ts(),
             _ => true,
         };
         if !may_wait {
             return Err(TxError::Conflict(conflict));
         }
+        self.pause()
+    }
+
+    /// One wait between two looks at a held lock: pauses doubling up to [`MAX_PAUSES`], and in a
+    /// long wait a yield of the core every [`YIELD_EVERY`] looks; a wait longer than
+    /// [`DEADLOCK_TIMEOUT`] ends in an abort.
+    #[cold]
+    fn pause(&mut self) -> TxResult<()> {
         self.spins += 1;
-        if self.spins.is_multiple_of(64) {
+        if self.spins >= SPINS_BEFORE_YIELD && self.spins.is_multiple_of(YIELD_EVERY) {
             let since = *self.since.get_or_insert_with(Instant::now);
             if since.elapsed() > DEADLOCK_TIMEOUT {
                 return Err(TxError::Conflict(Conflict::LockTimeout));
             }
             std::thread::yield_now();
-        } else {
+            return Ok(());
+        }
+        for _ in 0..(1u32 << self.spins.min(MAX_PAUSES.trailing_zeros())) {
             std::hint::spin_loop();
         }
         Ok(())
@@ -123,15 +149,19 @@ fn holds_shared(st: &TxState<LockMeta>, rec: RecordPtr<LockMeta>, g: u8) -> bool
     st.holds(rec, g)
 }
 
-fn release_shared_count(m: &LockMeta) {
-    if m.readers.fetch_sub(1, Ordering::AcqRel) == 1 {
+/// Drops one shared hold of `m`. Only wait-die keeps the readers' age (the other policies write
+/// nothing more to the group's cache line).
+fn release_shared_count<const POLICY: u8>(m: &LockMeta) {
+    if m.readers.fetch_sub(1, Ordering::AcqRel) == 1 && POLICY == WAIT_DIE {
         m.reader_ts.store(u64::MAX, Ordering::Relaxed);
     }
 }
 
-/// Releases every lock the attempt holds: exclusive ones back to their previous word (placeholders
-/// are queued for unlinking), shared ones by count.
-fn release_all<const POLICY: u8>(st: &mut TxState<LockMeta>, db: &Database<TwoPl<POLICY>>) {
+/// Clears the exclusive holder's age of the groups the attempt locked (wait-die only).
+fn clear_owner_ts<const POLICY: u8>(st: &TxState<LockMeta>, db: &Database<TwoPl<POLICY>>) {
+    if POLICY != WAIT_DIE {
+        return;
+    }
     for l in st.locks.iter().filter(|l| l.held) {
         let t = st.writes[l.write as usize].table;
         l.rec
@@ -139,9 +169,15 @@ fn release_all<const POLICY: u8>(st: &mut TxState<LockMeta>, db: &Database<TwoPl
             .owner_ts
             .store(u64::MAX, Ordering::Relaxed);
     }
+}
+
+/// Releases every lock the attempt holds: exclusive ones back to their previous word (placeholders
+/// are queued for unlinking), shared ones by count.
+fn release_all<const POLICY: u8>(st: &mut TxState<LockMeta>, db: &Database<TwoPl<POLICY>>) {
+    clear_owner_ts(st, db);
     commit::release(st, db);
     for s in st.take_held() {
-        release_shared_count(s.rec.meta(db.table(s.table).layout(), s.group as usize));
+        release_shared_count::<POLICY>(s.rec.meta(db.table(s.table).layout(), s.group as usize));
     }
 }
 
@@ -153,7 +189,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
     };
     const PARTIAL_READS: bool = true;
     type Shared = ();
-    const USES_AGE: bool = true;
+    const USES_AGE: bool = POLICY == WAIT_DIE;
     const READS_LOCK: bool = true;
     type Meta = LockMeta;
 
@@ -190,23 +226,28 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
         }
         let mut wait = Wait::new();
         loop {
-            m.readers.fetch_add(1, Ordering::SeqCst);
-            let word = m.word.0.load(Ordering::SeqCst);
+            // Look before registering: a waiter that counted itself in and out at every look would
+            // write the holder's cache line.
+            let mut word = m.word.0.load(Ordering::Relaxed);
             if word & LOCK == 0 {
-                if POLICY == WAIT_DIE {
-                    m.reader_ts.fetch_min(st.ts, Ordering::AcqRel);
+                m.readers.fetch_add(1, Ordering::SeqCst);
+                word = m.word.0.load(Ordering::SeqCst);
+                if word & LOCK == 0 {
+                    if POLICY == WAIT_DIE {
+                        m.reader_ts.fetch_min(st.ts, Ordering::AcqRel);
+                    }
+                    st.hold(table, rec, g as u8);
+                    out(st, word);
+                    return Ok(word);
                 }
-                st.hold(table, rec, g as u8);
-                out(st, word);
-                return Ok(word);
+                release_shared_count::<POLICY>(m);
             }
-            release_shared_count(m);
             if word & UNLINKED != 0 {
                 return Err(TxError::Conflict(Conflict::ReadLocked));
             }
             wait.decide::<POLICY>(
                 st.ts,
-                m.owner_ts.load(Ordering::Acquire),
+                || m.owner_ts.load(Ordering::Acquire),
                 Conflict::ReadLocked,
             )?;
         }
@@ -242,7 +283,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
                     }
                     wait.decide::<POLICY>(
                         st.ts,
-                        m.owner_ts.load(Ordering::Acquire),
+                        || m.owner_ts.load(Ordering::Acquire),
                         Conflict::WriteLocked,
                     )?;
                     continue;
@@ -254,12 +295,16 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
                     break word;
                 }
             };
-            m.owner_ts.store(st.ts, Ordering::Release);
+            if POLICY == WAIT_DIE {
+                m.owner_ts.store(st.ts, Ordering::Release);
+            }
             // Holding the lock bit keeps new readers out; wait for the current ones to leave.
             while m.readers.load(Ordering::SeqCst) != own_readers {
-                let holder = m.reader_ts.load(Ordering::Acquire);
+                let holder = || m.reader_ts.load(Ordering::Acquire);
                 if let Err(e) = wait.decide::<POLICY>(st.ts, holder, Conflict::WriteLocked) {
-                    m.owner_ts.store(u64::MAX, Ordering::Relaxed);
+                    if POLICY == WAIT_DIE {
+                        m.owner_ts.store(u64::MAX, Ordering::Relaxed);
+                    }
                     m.word.publish(prev);
                     return Err(e);
                 }
@@ -302,7 +347,13 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
             return Err(TxError::Conflict(Conflict::WriteLocked));
         }
         st.locks.sort_unstable_by_key(LockEntry::order);
-        fence(Ordering::SeqCst);
+        if !(st.misses.is_empty() && st.scans.is_empty()) {
+            // The locks must be visible before the index is looked at again. Without misses or
+            // scans nothing needs the fence: every lock was taken with an acquiring instruction,
+            // and the epoch read below is ordered after the releases of the transactions this one
+            // depends on by those.
+            fence(Ordering::SeqCst);
+        }
         let epoch = db.epoch.current();
         let valid = commit::validate_misses(st, db, ctx.guard)
             .and_then(|()| commit::validate_scans(st, db, ctx.guard));
@@ -311,20 +362,16 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
             return Err(e);
         }
         if st.writes.iter().any(|w| w.kind != WriteKind::Cancelled) {
-            for l in &st.locks {
-                let t = st.writes[l.write as usize].table;
-                l.rec
-                    .meta(db.table(t).layout(), l.group as usize)
-                    .owner_ts
-                    .store(u64::MAX, Ordering::Relaxed);
-            }
+            clear_owner_ts(st, db);
             let tid = commit::choose_tid(st, *ctx.last_tid, epoch);
             commit::install(st, db, tid);
             *ctx.last_tid = tid;
             ctx.tid = tid;
         }
         for s in st.take_held() {
-            release_shared_count(s.rec.meta(db.table(s.table).layout(), s.group as usize));
+            release_shared_count::<POLICY>(
+                s.rec.meta(db.table(s.table).layout(), s.group as usize),
+            );
         }
         Ok(())
     }

@@ -212,6 +212,11 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         op: &SplitOp<'_>,
         current: &mut Vec<u8>,
     ) -> TxResult<bool> {
+        if self.st.find_write(t, key).is_none()
+            && let Some(done) = self.fresh_read_modify_write(t, key, col, ty, op)?
+        {
+            return Ok(done);
+        }
         self.lock_for_update(t, key, columns(&[col]))?;
         let Some(row) = self.get_columns(t, key, columns(&[col]))? else {
             return Ok(false);
@@ -221,6 +226,68 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         let core = self.st.worker;
         crate::splittable::apply_raw(op, ty, current, core);
         self.update(t, key, |w| w.set_raw(col, current))
+    }
+
+    /// The read-modify-write of a row the transaction has not written yet, in one pass: one index
+    /// lookup, the write lock first where reads take shared locks (as [`Tx::lock_for_update`]), the
+    /// column's group read and registered, the operation applied in the row buffer and the column
+    /// copied into a new update's image. On a contended record under locking, all of this runs while
+    /// the lock is held, so its length is the hand-off's. `None` leaves the cases it does not cover
+    /// to the general path: a tombstone under locking, and, under optimistic protocols, a column
+    /// outside group 0 (whose read would not register the row's existence).
+    fn fresh_read_modify_write(
+        &mut self,
+        t: TableId,
+        key: u64,
+        col: ColumnId,
+        ty: ColumnType,
+        op: &SplitOp<'_>,
+    ) -> TxResult<Option<bool>> {
+        let table = self.table(t);
+        let (schema, layout) = (table.schema(), table.layout());
+        let cols = 1u64 << col;
+        let groups = schema.groups_of(cols);
+        if !P::READS_LOCK && groups & 1 == 0 {
+            return Ok(None);
+        }
+        let Some(rec) = table.get(key, self.guard) else {
+            self.st.misses.push(MissEntry {
+                table: t,
+                key,
+                version: 0,
+                write: MissEntry::READ,
+            });
+            return Ok(Some(false));
+        };
+        let mut locked = None;
+        if P::READS_LOCK {
+            if rec.meta(layout, 0).tid().load() & ABSENT != 0 {
+                return Ok(None);
+            }
+            let w = self.push_write(t, key, Some(rec), WriteKind::Update);
+            P::on_write(self.st, self.db, t, rec, layout, groups, w)?;
+            locked = Some(w);
+        }
+        if !self.read_record(t, key, rec, groups, cols)? {
+            return Ok(Some(false));
+        }
+        let w = match locked {
+            Some(w) => w,
+            None => self.push_write(t, key, Some(rec), WriteKind::Update),
+        };
+        let st = &mut *self.st;
+        let mut row = RowBuf::new(schema, &mut st.row);
+        crate::splittable::apply_raw(op, ty, row.raw_mut(col), st.worker);
+        let entry = &mut st.writes[w];
+        let n = schema.row_words();
+        RowBuf::new(schema, &mut st.images[entry.image..entry.image + n])
+            .raw_mut(col)
+            .copy_from_slice(RowView::new(schema, &st.row).raw(col));
+        entry.columns = cols;
+        if !P::READS_LOCK {
+            P::on_write(self.st, self.db, t, rec, layout, groups, w)?;
+        }
+        Ok(Some(true))
     }
 
     /// Under protocols whose reads take shared locks, takes the write locks of the groups of `cols`
@@ -400,7 +467,13 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 WriteKind::Update => {}
             }
         }
-        let Some(rec) = table.get(key, self.guard) else {
+        // An update of the row knows its record already (a record keeps its address while linked,
+        // and one unlinked since is seen retired when read): no second lookup.
+        let known = own
+            .map(|w| &self.st.writes[w])
+            .filter(|e| e.kind == WriteKind::Update)
+            .and_then(|e| e.rec);
+        let Some(rec) = known.or_else(|| table.get(key, self.guard)) else {
             self.st.misses.push(MissEntry {
                 table: t,
                 key,
@@ -414,7 +487,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             return Ok(None);
         }
         self.st.last_read = Some((t, key, rec, groups & 1 != 0));
-        if let Some(w) = own {
+        if let Some(w) = own.filter(|&w| self.st.writes[w].columns != 0) {
             crate::commute::resolve_on_read(self.st, schema, w, cols);
             let entry = &self.st.writes[w];
             let n = schema.row_words();

@@ -217,6 +217,26 @@ fn bank_with_audits_allocates_nothing_nocc() {
     bank_with_audits::<NoCc>();
 }
 
+/// INCR1 on its hot key: the one-pass read-modify-write of a splittable operation under locking
+/// and under OCC allocates nothing.
+#[test]
+fn hot_increments_allocate_nothing_2pl_and_occ() {
+    use phasedb_txn::TwoPlBlocking;
+    use phasedb_workloads::incr::{Incr, IncrConfig, KeyChoice};
+    let incr1 = || {
+        Incr::new(IncrConfig {
+            keys: 1000,
+            choice: KeyChoice::Hot(1.0),
+        })
+    };
+    assert_eq!(
+        steady_state_allocations::<TwoPlBlocking, _>(incr1()).0,
+        0,
+        "2pl"
+    );
+    assert_eq!(steady_state_allocations::<Occ, _>(incr1()).0, 0, "occ");
+}
+
 /// STAR's hot path: a partition's only worker commits without locks and appends operation records;
 /// a single-master worker commits with Silo and appends value records (reading each written group
 /// back). Once the buffers have grown, neither allocates per transaction.
