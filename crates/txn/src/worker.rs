@@ -53,8 +53,11 @@ pub struct Worker<'db, P: Protocol> {
     holding: bool,
     /// How held locks are released (set by [`Worker::set_hold_locks`], for protocols with TID
     /// words); the worker's drop releases what it still holds.
-    release_held: Option<fn(&mut TxState<P::Meta>, &Database<P>, u64)>,
+    release_held: Option<ReleaseHeld<P>>,
 }
+
+/// Releases the locks a held commit kept, publishing its TID (see [`Worker::set_hold_locks`]).
+type ReleaseHeld<P> = fn(&mut TxState<<P as Protocol>::Meta>, &Database<P>, u64);
 
 /// One committed transaction in this many has its latency measured: reading the clock twice costs
 /// about as much as a short transaction (on this VM, `perf` put 1-in-4 timing at about 6% of
