@@ -5,7 +5,8 @@
 //!   plus the server halves of the baselines.
 //! - [`client`]: one sans-I/O [`client::TxnClient`] per concurrent client, running GET_ALL/PUT_ALL for
 //!   RAMP-F/S/H ([`ramp`]) or a baseline (NWNR, [`locking`] LWNR/LWSR/LWLR, [`epci`] E-PCI).
-//! - [`star`]: STAR's phase-switching nodes (Lu et al., VLDB 2019) over the single-node engine.
+//! - [`star`]: STAR's phase-switching nodes (Lu et al., VLDB 2019) over the single-node engine;
+//!   [`baselines`]: the baselines STAR is measured against in its framework (PB-OCC).
 //! - [`node`]: a cluster member (server + proxy clients) over TCP; [`library`]: a blocking client;
 //!   [`bench`](mod@bench): the closed-loop cluster benchmark; [`sim`]: actors and histories for simulator tests.
 //!
@@ -14,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+pub mod baselines;
 pub mod bench;
 pub mod bloom;
 pub mod client;

@@ -31,7 +31,7 @@
 
 pub mod bench;
 pub mod client;
-mod control;
+pub(crate) mod control;
 mod execute;
 mod fence;
 pub mod layout;
@@ -39,7 +39,7 @@ pub mod msg;
 pub mod node;
 pub mod phase;
 pub mod replicate;
-mod requests;
+pub(crate) mod requests;
 pub mod serve;
 pub mod stats;
 
