@@ -15,6 +15,7 @@ pub mod tcp;
 pub mod wire;
 
 pub use config::{
-    ClusterConfig, ConfigError, NodeConfig, ReplicationSync, StarAlgorithm, StarConfig, partition_of,
+    ClusterConfig, ConfigError, NodeConfig, ReplicationSync, StarAlgorithm, StarConfig,
+    partition_of,
 };
 pub use node::{Addr, CLIENT_ADDR_BASE, Node, Transport, is_client_addr};
