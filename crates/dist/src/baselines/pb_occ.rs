@@ -40,6 +40,12 @@ use crate::star::stats::{
     latency_histogram,
 };
 
+/// Closed groups the primary may have waiting for their acknowledgements before it stops
+/// starting transactions: a backup that applies more slowly than the primary commits would
+/// otherwise fall ever further behind, and results (released only once the backup has the writes)
+/// wait ever longer.
+pub const GROUPS_AHEAD: usize = 2;
+
 /// A committed transaction of synchronous replication, holding its write locks on its worker until
 /// the flush that carried its records is acknowledged.
 struct InFlight {
@@ -269,11 +275,13 @@ where
         }
     }
 
-    /// Whether the primary has a transaction to start now.
+    /// Whether the primary has a transaction to start now: a request or its own load, a free
+    /// virtual worker, and at most [`GROUPS_AHEAD`] closed groups not yet on the backup.
     fn has_work(&self) -> bool {
         self.is_primary()
             && self.group > 0
             && self.workers.any_free()
+            && self.closing.len() < GROUPS_AHEAD
             && (!self.queue.is_empty() || !self.retry.is_empty() || self.settings.local_load)
     }
 
