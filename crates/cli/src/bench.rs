@@ -296,12 +296,22 @@ pub fn run(args: BenchArgs) -> i32 {
         let workload = match &args.workload {
             WorkloadArgs::Ycsb(y) => crate::cluster::star::WorkloadFlags::Ycsb(y),
             WorkloadArgs::Tpcc(t) => crate::cluster::star::WorkloadFlags::Tpcc(t),
-            _ => return fail("--algorithm star runs the ycsb and tpcc workloads only"),
+            _ => {
+                return fail(format!(
+                    "--algorithm {} runs the ycsb and tpcc workloads only",
+                    args.cluster.algorithm
+                ));
+            }
         };
         return crate::cluster::star::run(&args.cluster, c, workload);
     }
     if let Some(flag) = args.cluster.star_flag() {
-        return fail(format!("{flag} applies to --algorithm star only"));
+        let to = if flag == "--replication" {
+            "STAR's baselines (--algorithm pb-occ)"
+        } else {
+            "--algorithm star"
+        };
+        return fail(format!("{flag} applies to {to} only"));
     }
     if args.cluster.cluster.is_some() || args.cluster.connect.is_some() {
         let WorkloadArgs::Ycsb(y) = &args.workload else {

@@ -85,6 +85,74 @@ fn a_star_tpcc_cluster_stays_consistent_on_every_replica() {
     assert_eq!(v["consistency"], serde_json::json!(["ok", "ok"]), "{v}");
 }
 
+#[test]
+fn a_pb_occ_sync_ycsb_cluster_commits_with_a_backup_equal_to_its_primary() {
+    let v = bench_json(&[
+        "ycsb",
+        "--cluster",
+        "2",
+        "--algorithm",
+        "pb-occ",
+        "--replication",
+        "sync",
+        "--rows",
+        "300",
+    ]);
+    assert_eq!(v["protocol"], "pb-occ");
+    assert_eq!(v["config"]["replication"], "sync");
+    assert_eq!(v["config"]["full_replicas"], 2);
+    assert!(
+        v["replication_mode"]
+            .as_str()
+            .unwrap()
+            .contains("synchronous")
+    );
+    let ycsb = &v["per_type"]["ycsb"];
+    assert!(ycsb["committed"].as_u64().unwrap() > 0, "{v}");
+    assert!(ycsb["committed_cross"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["latency_us"]["p50"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["replication"]["bytes_per_txn"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["replicas_agree"], true, "{v}");
+    assert_eq!(v["consistency"], serde_json::json!(["ok", "ok"]), "{v}");
+}
+
+#[test]
+fn baseline_flags_that_do_not_fit_exit_2() {
+    let ycsb = |algorithm: &'static str, extra: &[&'static str]| {
+        let mut a = vec!["ycsb", "--cluster", "2", "--algorithm", algorithm];
+        a.extend(extra);
+        a
+    };
+    refused(
+        &ycsb("star", &["--replication", "sync"]),
+        "--replication applies to STAR's baselines",
+    );
+    refused(
+        &ycsb("dist-occ", &[]),
+        "--algorithm dist-occ is not built yet",
+    );
+    refused(
+        &ycsb("dist-s2pl", &[]),
+        "--algorithm dist-s2pl is not built yet",
+    );
+    refused(
+        &ycsb("pb-occ", &["--iteration-ms", "5"]),
+        "--iteration-ms applies to --algorithm star only",
+    );
+    refused(
+        &["ycsb", "--cluster", "3", "--algorithm", "pb-occ"],
+        "runs on 2 nodes",
+    );
+    refused(
+        &ycsb("ramp-f", &["--replication", "async"]),
+        "--replication applies to STAR's baselines",
+    );
+    refused(
+        &ycsb("pb-occ", &["--replication", "eventually"]),
+        "eventually",
+    );
+}
+
 /// `phasedb bench <args>` fails with status 2 and an error naming `why`.
 fn refused(args: &[&str], why: &str) {
     let out = phasedb().arg("bench").args(args).output().unwrap();

@@ -4,7 +4,8 @@
 //!
 //! - [`ramp`]: Read Atomic Multi-Partition transactions (Bailis et al., SIGMOD 2014) — partition
 //!   servers, clients, the lock and E-PCI baselines, the cluster benchmark.
-//! - [`star`]: STAR's phase-switching nodes (Lu et al., VLDB 2019) over the single-node engine.
+//! - [`star`]: STAR's phase-switching nodes (Lu et al., VLDB 2019) over the single-node engine, and
+//!   in [`star::baselines`] the baselines STAR is measured against in its framework (PB-OCC).
 //! - [`host`]: how node processes sit on their machine (shared by every paper's nodes).
 
 #![warn(missing_docs)]

@@ -7,10 +7,13 @@
 
 #[path = "sim_star/accounts.rs"]
 mod accounts;
+#[path = "sim_star/client.rs"]
+mod client;
 
 use std::collections::BTreeMap;
 
 use accounts::{Accounts, Transfer};
+use client::Client;
 use phasedb_check::{History, check_serializable};
 use phasedb_dist::star::{
     Answer, Layout, Outcome, Query, StarMsg, StarNode, StarSettings, StarStats, open_database,
@@ -18,8 +21,6 @@ use phasedb_dist::star::{
 use phasedb_net::sim::{SimConfig, Simulator};
 use phasedb_net::{Addr, CLIENT_ADDR_BASE, Node, StarConfig, Transport};
 use phasedb_txn::{Database, Procedures, Star};
-use rand::rngs::SmallRng;
-use rand::{RngExt, SeedableRng};
 
 const MS: u64 = 1_000_000;
 /// The default cluster: one full replica and two partial ones, two copies of each partition.
@@ -32,92 +33,6 @@ fn seeds(n: u64) -> Vec<u64> {
         Ok(s) => vec![s.parse().expect("PHASEDB_SIM_SEED is a number")],
         Err(_) => (1..=n).collect(),
     }
-}
-
-/// A client endpoint: sends its requests to random nodes, a few at a time, and records replies.
-struct Client<'w> {
-    workload: &'w Accounts,
-    rng: SmallRng,
-    cross: f64,
-    /// Requests to send: bodies (already encoded, possibly malformed).
-    planned: Vec<Vec<u8>>,
-    next: usize,
-    window: usize,
-    /// Every reply: request id, arrival time, outcome.
-    replies: Vec<(u64, u64, Outcome)>,
-    /// Generate this many transfers when `planned` is empty.
-    transfers: usize,
-    /// Nodes to send to (`0..nodes`).
-    nodes: u32,
-}
-
-impl<'w> Client<'w> {
-    fn transfers(workload: &'w Accounts, seed: u64, cross: f64, n: usize) -> Self {
-        Client {
-            workload,
-            rng: SmallRng::seed_from_u64(seed),
-            cross,
-            planned: Vec::new(),
-            next: 0,
-            window: 4,
-            replies: Vec::new(),
-            transfers: n,
-            nodes: NODES,
-        }
-    }
-
-    fn sending(workload: &'w Accounts, seed: u64, bodies: Vec<Vec<u8>>) -> Self {
-        Client {
-            transfers: 0,
-            planned: bodies,
-            ..Client::transfers(workload, seed, 0.0, 0)
-        }
-    }
-
-    fn total(&self) -> usize {
-        self.planned.len().max(self.transfers)
-    }
-
-    fn done(&self) -> bool {
-        self.replies.len() >= self.total()
-    }
-
-    fn send_next<T: Transport<StarMsg>>(&mut self, net: &mut T) {
-        if self.next >= self.total() {
-            return;
-        }
-        let rid = self.next as u64;
-        self.next += 1;
-        let body = if self.planned.is_empty() {
-            let mut g = self.workload.generator(0, self.rng.random());
-            let home = self.rng.random_range(0..self.workload.partitions);
-            let req = self.workload.generate(&mut g, home, self.cross);
-            postcard::to_stdvec(&req).unwrap()
-        } else {
-            self.planned[rid as usize].clone()
-        };
-        let to = self.rng.random_range(0..self.nodes);
-        net.send(to, StarMsg::Request { rid, body });
-    }
-}
-
-impl Node for Client<'_> {
-    type Msg = StarMsg;
-
-    fn on_start<T: Transport<StarMsg>>(&mut self, net: &mut T) {
-        for _ in 0..self.window {
-            self.send_next(net);
-        }
-    }
-
-    fn on_message<T: Transport<StarMsg>>(&mut self, net: &mut T, _: Addr, msg: StarMsg) {
-        if let StarMsg::Reply { rid, outcome } = msg {
-            self.replies.push((rid, net.now(), outcome));
-            self.send_next(net);
-        }
-    }
-
-    fn on_tick<T: Transport<StarMsg>>(&mut self, _: &mut T) {}
 }
 
 /// A simulated process: a STAR node or a client endpoint.
@@ -273,7 +188,8 @@ fn run<'w>(s: &Scenario, workload: &'w Accounts, dbs: &'w [Database<Star>]) -> R
     }
     if let Some(bodies) = &s.raw {
         let addr = CLIENT_ADDR_BASE + 99;
-        let c = Client::sending(workload, s.seed, bodies.clone());
+        let mut c = Client::sending(workload, s.seed, bodies.clone());
+        c.nodes = nodes;
         sim.add(addr, Actor::Client(Box::new(c)));
         clients.push(addr);
     }

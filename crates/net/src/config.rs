@@ -134,6 +134,53 @@ impl Default for NetSettings {
     }
 }
 
+/// The protocol a `[star]` cluster runs: STAR, or one of the baselines the paper runs in the same
+/// framework (§8.1.2) on the same nodes, engine, transport and workloads.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum StarAlgorithm {
+    /// STAR: phase switching over asymmetric replication.
+    #[default]
+    Star,
+    /// PB-OCC: a primary (node 0) runs every transaction with Silo's OCC and replicates the
+    /// values it writes to the other holders (its backup).
+    PbOcc,
+}
+
+impl StarAlgorithm {
+    /// The name on the command line and in cluster files.
+    pub fn name(self) -> &'static str {
+        match self {
+            StarAlgorithm::Star => "star",
+            StarAlgorithm::PbOcc => "pb-occ",
+        }
+    }
+}
+
+/// How the baselines replicate (STAR §8.1.3); STAR itself replicates asynchronously and releases
+/// results at its replication fences.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplicationSync {
+    /// Writes replicate asynchronously; results are released at a group commit every
+    /// `group_commit_ms`, once every write before it is on every replica.
+    #[default]
+    Async,
+    /// A transaction keeps its write locks until the replicas acknowledged its writes; its result
+    /// is released then.
+    Sync,
+}
+
+impl ReplicationSync {
+    /// The name on the command line and in cluster files.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplicationSync::Async => "async",
+            ReplicationSync::Sync => "sync",
+        }
+    }
+}
+
 /// The `[star]` table: a STAR deployment (Lu et al., VLDB 2019) over the cluster's nodes. This file
 /// checks each field's range and that placement names existing nodes; the rules of a STAR layout
 /// (who holds what, where primaries go) are checked by `phasedb_dist::star::Layout`.
@@ -175,6 +222,19 @@ pub struct StarConfig {
     /// Seed of the load generators of the nodes (node `i` seeds its own from it and `i`).
     #[serde(default = "StarConfig::default_seed")]
     pub seed: u64,
+    /// The protocol: "star" (default) or a baseline ("pb-occ").
+    #[serde(default)]
+    pub algorithm: StarAlgorithm,
+    /// Baselines only: "async" (default) or "sync" replication.
+    #[serde(default)]
+    pub replication: ReplicationSync,
+    /// Baselines only: transactions a node keeps in flight, each on a worker of its own, while
+    /// they wait for messages (synchronous replication's acknowledgements).
+    #[serde(default = "StarConfig::default_virtual_workers")]
+    pub virtual_workers: u32,
+    /// Baselines only: milliseconds between group commits of asynchronous replication (§8.1.3).
+    #[serde(default = "StarConfig::default_group_commit_ms")]
+    pub group_commit_ms: f64,
 }
 
 impl StarConfig {
@@ -196,6 +256,12 @@ impl StarConfig {
     fn default_seed() -> u64 {
         1
     }
+    fn default_virtual_workers() -> u32 {
+        16
+    }
+    fn default_group_commit_ms() -> f64 {
+        10.0
+    }
 
     /// Settings for `partitions` partitions with every other field at its default.
     pub fn new(partitions: u32) -> StarConfig {
@@ -211,6 +277,10 @@ impl StarConfig {
             workload: None,
             workload_args: Vec::new(),
             seed: Self::default_seed(),
+            algorithm: StarAlgorithm::Star,
+            replication: ReplicationSync::Async,
+            virtual_workers: Self::default_virtual_workers(),
+            group_commit_ms: Self::default_group_commit_ms(),
         }
     }
 
@@ -255,6 +325,23 @@ impl StarConfig {
                 "[star] iteration_ms must be 0.1..=60000, not {}",
                 self.iteration_ms
             )));
+        }
+        if self.virtual_workers == 0 || self.virtual_workers > 1024 {
+            return Err(invalid(format!(
+                "[star] virtual_workers must be 1..=1024, not {}",
+                self.virtual_workers
+            )));
+        }
+        if !(0.1..=60_000.0).contains(&self.group_commit_ms) {
+            return Err(invalid(format!(
+                "[star] group_commit_ms must be 0.1..=60000, not {}",
+                self.group_commit_ms
+            )));
+        }
+        if self.algorithm == StarAlgorithm::Star && self.replication == ReplicationSync::Sync {
+            return Err(invalid(
+                "[star] replication = \"sync\" is for the baselines: STAR replicates asynchronously and releases results at its replication fences",
+            ));
         }
         if !(0.0..=1.0).contains(&self.cross_partition) {
             return Err(invalid(format!(

@@ -14,5 +14,8 @@ pub mod sim;
 pub mod tcp;
 pub mod wire;
 
-pub use config::{ClusterConfig, ConfigError, NodeConfig, StarConfig, partition_of};
+pub use config::{
+    ClusterConfig, ConfigError, NodeConfig, ReplicationSync, StarAlgorithm, StarConfig,
+    partition_of,
+};
 pub use node::{Addr, CLIENT_ADDR_BASE, Node, Transport, is_client_addr};

@@ -382,6 +382,75 @@ pub(crate) fn install<P: Protocol<Meta: TidMeta>>(
     db: &Database<P>,
     tid: u64,
 ) {
+    install_images(st, db);
+    publish_installed(st, db, tid);
+}
+
+/// [`install`], except that every locked group stays locked, now holding `tid` (and its data):
+/// readers and writers of those groups see a lock and conflict until [`release_held`]. A group
+/// listed but not locked (Star's partitioned rule) takes its word at once, as in [`install`].
+pub(crate) fn install_held<P: Protocol<Meta: TidMeta>>(
+    st: &mut TxState<P::Meta>,
+    db: &Database<P>,
+    tid: u64,
+) {
+    install_images(st, db);
+    for l in &mut st.locks {
+        let w = &st.writes[l.write as usize];
+        let word = if w.kind == WriteKind::Delete {
+            tid | ABSENT
+        } else {
+            tid
+        };
+        let meta = l
+            .rec
+            .meta(db.table(w.table).layout(), l.group as usize)
+            .tid();
+        if l.held {
+            meta.publish(word | LOCK);
+        } else {
+            meta.store(word);
+        }
+    }
+}
+
+/// Unlocks what [`install_held`] kept locked, publishing the words it installed with `tid`
+/// (deleted records are then queued for unlinking).
+pub(crate) fn release_held<P: Protocol<Meta: TidMeta>>(
+    st: &mut TxState<P::Meta>,
+    db: &Database<P>,
+    tid: u64,
+) {
+    for l in &mut st.locks {
+        if !l.held {
+            continue;
+        }
+        let w = &st.writes[l.write as usize];
+        let word = if w.kind == WriteKind::Delete {
+            tid | ABSENT
+        } else {
+            tid
+        };
+        l.rec
+            .meta(db.table(w.table).layout(), l.group as usize)
+            .tid()
+            .publish(word);
+        l.held = false;
+        if w.kind == WriteKind::Delete && l.group == 0 {
+            st.unlink.push(Unlink {
+                table: w.table,
+                key: w.key,
+                addr: l.rec.addr(),
+                word,
+                stamp: 1,
+            });
+        }
+    }
+}
+
+/// Writes the buffered images into the records (locked, or written by their only writer).
+#[inline(always)]
+fn install_images<P: Protocol<Meta: TidMeta>>(st: &mut TxState<P::Meta>, db: &Database<P>) {
     if !st.deferred_ops.is_empty() {
         crate::commute::resolve_at_install(st, db);
     }
@@ -398,6 +467,16 @@ pub(crate) fn install<P: Protocol<Meta: TidMeta>>(
             );
         }
     }
+}
+
+/// Publishes `tid` on every group [`install_images`] wrote, unlocking the locked ones; deleted
+/// records are queued for unlinking.
+#[inline(always)]
+fn publish_installed<P: Protocol<Meta: TidMeta>>(
+    st: &mut TxState<P::Meta>,
+    db: &Database<P>,
+    tid: u64,
+) {
     for l in &mut st.locks {
         let w = &st.writes[l.write as usize];
         let word = if w.kind == WriteKind::Delete {

@@ -56,7 +56,8 @@ impl Protocol for Occ {
 }
 
 /// Silo's commit: locks the write set (inserts first), reads the epoch, validates, then installs with
-/// a TID chosen locally. With `SPLIT_AWARE` (Doppel) a locked group that is split data in the current
+/// a TID chosen locally (keeping the locks with [`CommitCtx::hold_locks`], waiting for none with
+/// [`CommitCtx::no_wait`]). With `SPLIT_AWARE` (Doppel) a locked group that is split data in the current
 /// split phase stashes the transaction.
 #[inline(always)]
 pub(crate) fn silo_commit<P: Protocol<Meta = TidWord>, const SPLIT_AWARE: bool>(
@@ -66,8 +67,14 @@ pub(crate) fn silo_commit<P: Protocol<Meta = TidWord>, const SPLIT_AWARE: bool>(
     let db = ctx.db;
     let writes = st.writes.iter().any(|w| w.kind != WriteKind::Cancelled);
     if writes {
-        let mut locked = commit::lock_inserts(st, db, ctx.guard)
-            .and_then(|()| commit::lock_writes(st, db, commit::LOCK_PATIENCE));
+        let mut locked = commit::lock_inserts(st, db, ctx.guard).and_then(|()| {
+            let patience = if ctx.no_wait {
+                0
+            } else {
+                commit::LOCK_PATIENCE
+            };
+            commit::lock_writes(st, db, patience)
+        });
         if SPLIT_AWARE && locked.is_ok() && st.locks.iter().any(|l| l.prev & SPLIT != 0) {
             locked = Err(TxError::Stashed);
         }
@@ -88,7 +95,11 @@ pub(crate) fn silo_commit<P: Protocol<Meta = TidWord>, const SPLIT_AWARE: bool>(
     }
     if writes {
         let tid = commit::choose_tid(st, *ctx.last_tid, epoch);
-        commit::install(st, db, tid);
+        if ctx.hold_locks {
+            commit::install_held(st, db, tid);
+        } else {
+            commit::install(st, db, tid);
+        }
         *ctx.last_tid = tid;
         ctx.tid = tid;
     }

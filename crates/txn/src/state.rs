@@ -334,6 +334,13 @@ pub struct CommitCtx<'a, P: Protocol> {
     pub last_tid: &'a mut u64,
     /// Set by a successful commit: the TID chosen (0 for a read-only transaction).
     pub tid: u64,
+    /// Silo commits install the writes but keep their write locks until
+    /// [`crate::Worker::release_locks`] (synchronous replication holds them until the secondaries
+    /// acknowledged, STAR §8.1.3). Other protocols ignore it.
+    pub hold_locks: bool,
+    /// Silo commits take write locks no-wait: a lock another transaction holds aborts at once
+    /// instead of being waited for (the NO_WAIT policy of STAR's distributed baselines, §8.1.2).
+    pub no_wait: bool,
 }
 
 #[cfg(test)]

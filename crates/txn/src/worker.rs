@@ -45,7 +45,19 @@ pub struct Worker<'db, P: Protocol> {
     /// The TID of the transaction [`Worker::execute`] last committed with writes (0: the last call
     /// committed nothing, or only read); its sets stay in `state` until the next call.
     committed: u64,
+    /// Commits keep their write locks until [`Worker::release_locks`] ([`CommitCtx::hold_locks`]).
+    hold_locks: bool,
+    /// Conflicts abort at once and are returned, without waiting for locks ([`CommitCtx::no_wait`]).
+    no_wait: bool,
+    /// The last commit installed its writes and still holds their locks.
+    holding: bool,
+    /// How held locks are released (set by [`Worker::set_hold_locks`], for protocols with TID
+    /// words); the worker's drop releases what it still holds.
+    release_held: Option<ReleaseHeld<P>>,
 }
+
+/// Releases the locks a held commit kept, publishing its TID (see [`Worker::set_hold_locks`]).
+type ReleaseHeld<P> = fn(&mut TxState<<P as Protocol>::Meta>, &Database<P>, u64);
 
 /// One committed transaction in this many has its latency measured: reading the clock twice costs
 /// about as much as a short transaction (on this VM, `perf` put 1-in-4 timing at about 6% of
@@ -88,6 +100,10 @@ impl<'db, P: Protocol> Worker<'db, P> {
             ahead_records: Footprint::default(),
             ahead_slots: Footprint::default(),
             committed: 0,
+            hold_locks: false,
+            no_wait: false,
+            holding: false,
+            release_held: None,
         }
     }
 
@@ -130,6 +146,10 @@ impl<'db, P: Protocol> Worker<'db, P> {
         ty: usize,
         mut procedure: impl FnMut(&mut Tx<'_, 'db, P>) -> TxResult<R>,
     ) -> TxResult<R> {
+        assert!(
+            !self.holding,
+            "Worker::release_locks must end the last commit's hold before the next transaction"
+        );
         let clock = &self.db.clock;
         self.sample = self.sample.wrapping_add(1);
         let timed = self.sample.is_multiple_of(LATENCY_SAMPLE);
@@ -168,6 +188,8 @@ impl<'db, P: Protocol> Worker<'db, P> {
                             worker: self.id,
                             last_tid: &mut self.last_tid,
                             tid: 0,
+                            hold_locks: self.hold_locks,
+                            no_wait: self.no_wait,
                         };
                         let committed = P::commit(&mut self.state, &mut ctx);
                         let tid = ctx.tid;
@@ -203,6 +225,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
             match outcome {
                 Ok((value, tid)) => {
                     self.committed = tid;
+                    self.holding = self.hold_locks && self.state.locks.iter().any(|l| l.held);
                     let s = self.stats.of_type(ty);
                     s.committed += 1;
                     if timed {
@@ -217,6 +240,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
                 }
                 Err(TxError::Conflict(c)) => {
                     self.stats.of_type(ty).count_conflict(c);
+                    if self.no_wait {
+                        return Err(TxError::Conflict(c));
+                    }
                     attempt += 1;
                     if self.db.config.max_retries.is_some_and(|m| attempt >= m) {
                         self.stats.of_type(ty).failures += 1;
@@ -242,6 +268,19 @@ impl<'db, P: Protocol> Worker<'db, P> {
                 }
             }
         }
+    }
+
+    /// NO_WAIT (STAR §8.1.2): a conflict aborts the attempt and [`Worker::execute`] returns it
+    /// ([`TxError::Conflict`]) instead of retrying, and a write lock another transaction holds is not
+    /// waited for. For callers that run several transactions on one thread, where the holder cannot
+    /// release while this one waits, and that retry later themselves.
+    pub fn set_no_wait(&mut self, on: bool) {
+        self.no_wait = on;
+    }
+
+    /// Whether the last commit still holds its write locks (see `Worker::set_hold_locks`).
+    pub fn holds_locks(&self) -> bool {
+        self.holding
     }
 
     /// Makes [`Worker::execute`] return [`TxError::Stashed`] instead of waiting when a phased protocol
@@ -459,6 +498,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
 
 impl<P: Protocol> Drop for Worker<'_, P> {
     fn drop(&mut self) {
+        if let (true, Some(release)) = (self.holding, self.release_held) {
+            release(&mut self.state, self.db, self.committed);
+        }
         self.set_stash_pending(false);
         if let Some(h) = self.history.take() {
             self.db.deposit_history(h);
@@ -475,5 +517,31 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "non-string panic payload".to_string()
+    }
+}
+
+impl<'db, P: Protocol<Meta = crate::tid::TidWord>> Worker<'db, P> {
+    /// Makes Silo commits (OCC, and STAR's single-master rule) install their writes but keep the
+    /// write locks until [`Worker::release_locks`]: synchronous replication holds a transaction's
+    /// write locks until its secondaries acknowledged its writes (STAR §8.1.3). The transaction is
+    /// committed when `execute` returns (its TID chosen, its writes in place, its replication
+    /// records readable with [`Worker::write_replication`]); meanwhile other transactions that read
+    /// or write those groups conflict. The worker runs no other transaction before the release.
+    /// A commit that fails validation releases its locks as usual.
+    pub fn set_hold_locks(&mut self, on: bool) {
+        self.hold_locks = on;
+        self.release_held = Some(crate::commit::release_held::<P>);
+    }
+
+    /// Releases the write locks the last commit kept ([`Worker::set_hold_locks`]), publishing its
+    /// writes' TIDs; then unlinks what it deleted once nobody can see it. Does nothing if it holds
+    /// none.
+    pub fn release_locks(&mut self) {
+        if !self.holding {
+            return;
+        }
+        crate::commit::release_held(&mut self.state, self.db, self.committed);
+        self.holding = false;
+        P::reclaim(&mut self.state, self.db);
     }
 }

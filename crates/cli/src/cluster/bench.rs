@@ -18,11 +18,15 @@ use crate::bench::Common;
 /// STAR's name among the algorithms.
 pub const STAR: &str = "star";
 
+/// STAR and the baselines of its paper (§8.1.2), which run on STAR's nodes; the last two are not
+/// built yet and are refused with a message.
+pub const STAR_FAMILY: [&str; 4] = [STAR, "pb-occ", "dist-occ", "dist-s2pl"];
+
 fn algorithm_names() -> Vec<&'static str> {
     Algorithm::ALL
         .iter()
         .map(|a| a.name())
-        .chain([STAR])
+        .chain(STAR_FAMILY)
         .collect()
 }
 
@@ -87,12 +91,16 @@ pub struct ClusterArgs {
     /// partitioned phase (hybrid replication, STAR §5.2).
     #[arg(long, global = true)]
     pub no_hybrid: bool,
+    /// STAR's baselines (pb-occ): asynchronous replication with a 10 ms group commit (default), or
+    /// synchronous replication (write locks held until the backup acknowledged).
+    #[arg(long, global = true, value_parser = ["async", "sync"])]
+    pub replication: Option<String>,
 }
 
 impl ClusterArgs {
-    /// Whether the run is STAR's.
+    /// Whether the run is STAR's or one of its baselines' (on STAR's nodes).
     pub fn is_star(&self) -> bool {
-        self.algorithm == STAR
+        STAR_FAMILY.contains(&self.algorithm.as_str())
     }
 
     /// The first STAR-only flag given, if any (for runs of other algorithms, which refuse it).
@@ -104,6 +112,7 @@ impl ClusterArgs {
             (self.replicas.is_some(), "--replicas"),
             (self.partitions.is_some(), "--partitions"),
             (self.no_hybrid, "--no-hybrid"),
+            (self.replication.is_some(), "--replication"),
         ]
         .into_iter()
         .find_map(|(given, name)| given.then_some(name))

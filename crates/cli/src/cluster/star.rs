@@ -1,6 +1,8 @@
-//! `phasedb bench ycsb|tpcc --algorithm star`: a STAR cluster of `phasedb node` processes started on
+//! `phasedb bench ycsb|tpcc --algorithm star|pb-occ [--replication async|sync]`: a STAR cluster (or
+//! one of a baseline of STAR's paper, on the same nodes) of `phasedb node` processes started on
 //! 127.0.0.1 (`--cluster N`) or already running (`--connect FILE`), the nodes generating their own
-//! load as in the paper's evaluation, watched over TCP (`phasedb_dist::star::bench`).
+//! load as in the paper's evaluation, watched over TCP (`phasedb_dist::star::bench`). PB-OCC runs
+//! on two nodes, both full replicas, node 0 the primary.
 //!
 //! Defaults, scaled to a 2-core machine: 1 full replica (node 0, the coordinator) and the other
 //! nodes partial, 2 copies of each partition, one partition per node (the paper has as many
@@ -15,7 +17,7 @@ use phasedb_dist::ramp::bench::launch::ProcessCluster;
 use phasedb_dist::star::Layout;
 use phasedb_dist::star::bench::{BenchSettings, Stage};
 use phasedb_net::config::{NetSettings, ServerSettings};
-use phasedb_net::{ClusterConfig, StarConfig};
+use phasedb_net::{ClusterConfig, ReplicationSync, StarAlgorithm, StarConfig};
 
 use super::bench::ClusterArgs;
 use super::star_report::{RunInfo, json, table};
@@ -70,6 +72,42 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
     2
 }
 
+/// The algorithm and replication mode the flags ask for, or why they cannot run.
+fn algorithm(args: &ClusterArgs) -> Result<(StarAlgorithm, ReplicationSync), String> {
+    let algorithm = match args.algorithm.as_str() {
+        "star" => StarAlgorithm::Star,
+        "pb-occ" => StarAlgorithm::PbOcc,
+        other => {
+            return Err(format!(
+                "--algorithm {other} is not built yet (STAR's framework runs star and pb-occ)"
+            ));
+        }
+    };
+    let replication = match args.replication.as_deref() {
+        None | Some("async") => ReplicationSync::Async,
+        Some(_) => ReplicationSync::Sync,
+    };
+    if algorithm == StarAlgorithm::Star && args.replication.is_some() {
+        return Err(
+            "--replication applies to STAR's baselines (--algorithm pb-occ): STAR replicates \
+             asynchronously and releases results at its replication fences"
+                .into(),
+        );
+    }
+    if algorithm != StarAlgorithm::Star {
+        let star_only = [
+            (args.iteration_ms.is_some(), "--iteration-ms"),
+            (args.no_hybrid, "--no-hybrid"),
+        ];
+        if let Some((_, flag)) = star_only.iter().find(|f| f.0) {
+            return Err(format!(
+                "{flag} applies to --algorithm star only (the baselines replicate values and group-commit every 10 ms)"
+            ));
+        }
+    }
+    Ok((algorithm, replication))
+}
+
 /// The `[star]` table of a `--cluster n` run.
 fn star_table(
     args: &ClusterArgs,
@@ -89,8 +127,22 @@ fn star_table(
             (None, p) => p.unwrap_or(n),
         },
     };
+    let (algorithm, replication) = algorithm(args)?;
+    if algorithm == StarAlgorithm::PbOcc && n != 2 {
+        return Err(format!(
+            "--algorithm pb-occ runs on 2 nodes, a primary and its backup (STAR §8.1.2), not {n}"
+        ));
+    }
+    // PB-OCC: both nodes hold everything; node 0 is the primary.
+    let full = if algorithm == StarAlgorithm::PbOcc {
+        n
+    } else {
+        1
+    };
     let mut star = StarConfig {
-        full_replicas: args.full_replicas.unwrap_or(1),
+        algorithm,
+        replication,
+        full_replicas: args.full_replicas.unwrap_or(full),
         replicas_per_partition: args.replicas.unwrap_or(2.min(n)),
         iteration_ms: args.iteration_ms.unwrap_or(10.0),
         hybrid_replication: !args.no_hybrid,
@@ -162,6 +214,13 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
                     "with --connect the workload comes from the cluster file's [star] table: drop the workload flags",
                 );
             }
+            if star.algorithm.name() != args.algorithm {
+                return fail(format!(
+                    "the cluster runs {}, not {}",
+                    star.algorithm.name(),
+                    args.algorithm
+                ));
+            }
             if star.workload.as_deref() != Some(flags.name()) {
                 return fail(format!(
                     "the cluster runs {}, not {}",
@@ -200,7 +259,12 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
         duration: Duration::from_secs_f64(c.duration),
         ..BenchSettings::default()
     };
-    let bar = progress_bar(&settings, workload.name(), config.nodes.len());
+    let bar = progress_bar(
+        &settings,
+        workload.name(),
+        star.algorithm.name(),
+        config.nodes.len(),
+    );
     let result = phasedb_dist::star::bench::run(&config, &settings, |p| {
         if let Some(exit) = processes.as_mut().and_then(ProcessCluster::exited) {
             return Err(exit);
@@ -258,7 +322,12 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
     code
 }
 
-fn progress_bar(settings: &BenchSettings, workload: &str, nodes: usize) -> ProgressBar {
+fn progress_bar(
+    settings: &BenchSettings,
+    workload: &str,
+    algorithm: &str,
+    nodes: usize,
+) -> ProgressBar {
     let total_ms = (settings.warmup + settings.duration).as_millis() as u64;
     let bar = ProgressBar::new(total_ms.max(1));
     bar.set_style(
@@ -266,7 +335,7 @@ fn progress_bar(settings: &BenchSettings, workload: &str, nodes: usize) -> Progr
             .expect("valid progress template")
             .progress_chars("=> "),
     );
-    bar.set_prefix(format!("{workload} on star with {nodes} nodes"));
+    bar.set_prefix(format!("{workload} on {algorithm} with {nodes} nodes"));
     bar.set_message("loading");
     bar
 }

@@ -41,9 +41,11 @@ pub fn run(
     };
     if !quiet {
         eprintln!(
-            "node {id} of a STAR cluster of {}: {} ({:?}), holding partitions {:?} and mastering {:?} \
-             of {}; loading, then serving on {}",
+            "node {id} of a {} cluster of {} ({} replication): {} ({:?}), holding partitions {:?} \
+             and mastering {:?} of {}; loading, then serving on {}",
+            star.algorithm.name(),
             layout.nodes(),
+            star.replication.name(),
             workload.name(),
             workload.args().join(" "),
             layout.held(id),

@@ -6,8 +6,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use phasedb_txn::Procedures;
+use phasedb_net::Addr;
+use phasedb_txn::{Database, Procedures, Star};
 
+use crate::star::layout::Layout;
 use crate::star::node::StarNode;
 
 impl<'db, W> StarNode<'db, W>
@@ -19,15 +21,23 @@ where
     /// fence has applied every write (§4.4): a failure on one replica only is a replication bug.
     /// A check that panics is reported as a failure, and the node keeps serving.
     pub(crate) fn check(&self) -> Result<(), String> {
-        let held = self.layout.held(self.me);
-        let (workload, db) = (self.workload, self.db);
-        match catch_unwind(AssertUnwindSafe(|| workload.check(db, &held))) {
-            Ok(verdict) => verdict.map_err(|e| format!("node {}: {e}", self.me)),
-            Err(_) => Err(format!(
-                "node {}: the consistency check of {} panicked",
-                self.me,
-                workload.name()
-            )),
-        }
+        check_replica(self.db, self.workload, &self.layout, self.me)
+    }
+}
+
+/// `Procedures::check` on the partitions node `me` holds; a check that panics is a failure.
+pub(crate) fn check_replica<W: Procedures>(
+    db: &Database<Star>,
+    workload: &W,
+    layout: &Layout,
+    me: Addr,
+) -> Result<(), String> {
+    let held = layout.held(me);
+    match catch_unwind(AssertUnwindSafe(|| workload.check(db, &held))) {
+        Ok(verdict) => verdict.map_err(|e| format!("node {me}: {e}")),
+        Err(_) => Err(format!(
+            "node {me}: the consistency check of {} panicked",
+            workload.name()
+        )),
     }
 }

@@ -202,6 +202,7 @@ where
             origin: pending.origin,
             ty,
             committed,
+            cross: kind == PhaseKind::SingleMaster,
             since: pending.since,
         });
     }

@@ -17,6 +17,7 @@
 //! - [`stats`]: counters a benchmark gathers with a [`msg::Query`].
 //! - [`serve`](mod@serve): running a node over TCP from the cluster file's `[star]` table.
 //! - [`client`]: a blocking client that sends requests and queries to a node over TCP.
+//! - [`baselines`]: PB-OCC (and later Dist-OCC, Dist-S2PL) on these nodes (§8.1.2).
 //! - [`bench`](mod@bench): the cluster benchmark — the nodes' own load, counters polled every
 //!   100 ms, then quiescing and comparing every partition's replicas.
 //!
@@ -29,9 +30,10 @@
 //! node runs its transactions inline on its event-loop thread), read-only transactions on
 //! secondaries at read committed during the single-master phase (optional in §4.3).
 
+pub mod baselines;
 pub mod bench;
 pub mod client;
-mod control;
+pub(crate) mod control;
 mod execute;
 mod fence;
 pub mod layout;
@@ -39,7 +41,7 @@ pub mod msg;
 pub mod node;
 pub mod phase;
 pub mod replicate;
-mod requests;
+pub(crate) mod requests;
 pub mod serve;
 pub mod stats;
 

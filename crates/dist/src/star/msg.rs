@@ -136,7 +136,9 @@ pub enum Answer {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum StarMsg {
     /// Coordinator to every node: `phase` begins, planned to last `length_ns` (§4.3). It also says
-    /// the phase before it ended everywhere, so results committed in it may be released.
+    /// the phase before it ended everywhere, so results committed in it may be released. The
+    /// baselines' primary sends it when group commit `phase - 1` completed (its writes are on
+    /// every replica), with `length_ns` 0.
     Begin {
         /// The new phase.
         phase: Phase,
@@ -173,6 +175,14 @@ pub enum StarMsg {
         /// The records (`serde_bytes`: copied whole, not byte by byte; the same postcard encoding).
         #[serde(with = "serde_bytes")]
         bytes: Vec<u8>,
+    },
+    /// Receiver of replication to its sender (the baselines, [`crate::star::baselines`]): every batch of
+    /// the sender's stream to it up to number `through` is applied. Synchronous replication
+    /// releases a transaction's locks and result once its batch is acknowledged; a group commit
+    /// completes once every batch sent before it is.
+    Acked {
+        /// The number of the last batch applied.
+        through: u64,
     },
     /// Client to any node: run the request encoded in `body`.
     Request {

@@ -24,8 +24,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use phasedb_check::History;
-use phasedb_net::{Addr, Node, StarConfig, Transport};
-use phasedb_txn::{Config, Database, PartitionId, Procedures, Star, StarMode, Worker};
+use phasedb_net::{Addr, Node, ReplicationSync, StarConfig, Transport};
+use phasedb_txn::{Config, Database, PartitionId, Procedures, Star, StarMode, Touched, Worker};
 
 use crate::star::fence::Fence;
 use crate::star::layout::{Layout, LayoutError};
@@ -35,7 +35,7 @@ use crate::star::msg::{
 };
 use crate::star::phase::{Coordinator, PhaseClock};
 use crate::star::replicate::{Inbox, Outbox};
-use crate::star::requests::{MAX_QUEUED, Origin, Pending, Queues, Route, route};
+use crate::star::requests::{MAX_QUEUED, Origin, Pending, Queues, Route, answer, route};
 use crate::star::stats::{
     LatencySnapshot, ReplicationCounts, RequestCounts, StarStats, TypeCounts, latency_histogram,
 };
@@ -57,6 +57,12 @@ pub struct StarSettings {
     pub slice_ns: u64,
     /// Seed of the nodes' load generators.
     pub seed: u64,
+    /// Baselines: synchronous or asynchronous replication (STAR itself ignores it).
+    pub replication: ReplicationSync,
+    /// Baselines: transactions in flight per node, each on a worker of its own.
+    pub virtual_workers: u32,
+    /// Baselines: time between group commits (ns of the transport's clock).
+    pub group_commit_ns: u64,
 }
 
 impl Default for StarSettings {
@@ -68,6 +74,9 @@ impl Default for StarSettings {
             slice_txns: 64,
             slice_ns: 200_000,
             seed: 1,
+            replication: ReplicationSync::Async,
+            virtual_workers: 16,
+            group_commit_ns: 10_000_000,
         }
     }
 }
@@ -78,6 +87,9 @@ impl StarSettings {
         StarSettings {
             hybrid_replication: star.hybrid_replication,
             cross_partition: star.cross_partition,
+            replication: star.replication,
+            virtual_workers: star.virtual_workers,
+            group_commit_ns: (star.group_commit_ms * 1e6) as u64,
             ..StarSettings::default()
         }
     }
@@ -122,6 +134,64 @@ fn check_fit<W: Procedures>(workload: &W, layout: &Layout, me: Addr) -> Result<(
         )));
     }
     Ok(())
+}
+
+/// The digest of each partition `me` holds: every table's [`Database::digest`] over the
+/// partition's rows, combined in table order. Equal on every replica once every write reached it.
+pub(crate) fn partition_digests<W: Procedures>(
+    db: &Database<Star>,
+    workload: &W,
+    layout: &Layout,
+    me: Addr,
+) -> Vec<PartitionDigest> {
+    let tables = db.tables().len() as u32;
+    layout
+        .held(me)
+        .into_iter()
+        .map(|p| {
+            let mut h = 0xcbf2_9ce4_8422_2325u64;
+            for t in 0..tables {
+                let d = db.digest(t, |key| workload.partition_of(t, key) == Some(p));
+                h = (h ^ d).wrapping_mul(0x100_0000_01b3).rotate_left(29);
+            }
+            PartitionDigest {
+                partition: p,
+                digest: h,
+            }
+        })
+        .collect()
+}
+
+/// Node `me`'s recorded history: its workers' `parts` and what the database kept (of dropped
+/// workers), with ids made unique across nodes.
+pub(crate) fn node_history(me: Addr, db: &Database<Star>, mut parts: Vec<History>) -> History {
+    parts.push(db.take_history());
+    let mut h = History::merge(parts);
+    for t in &mut h.txns {
+        t.id = ((me as u64 + 1) << 52) | (t.id & ((1 << 52) - 1));
+    }
+    h
+}
+
+/// Decodes a client's request body for `workload` and names the partitions it touches, or says
+/// why it cannot run (too long, malformed, a workload that cannot place it).
+pub(crate) fn decode_request<W>(workload: &W, body: &[u8]) -> Result<(W::Request, Touched), String>
+where
+    W: Procedures,
+    W::Request: DeserializeOwned,
+{
+    if body.len() > MAX_REQUEST_BYTES {
+        return Err(format!(
+            "request of {} bytes exceeds {MAX_REQUEST_BYTES}",
+            body.len()
+        ));
+    }
+    let req: W::Request = postcard::from_bytes(body)
+        .map_err(|e| format!("malformed request for workload {}: {e}", workload.name()))?;
+    match catch_unwind(AssertUnwindSafe(|| workload.touched(&req))) {
+        Ok(touched) => Ok((req, touched)),
+        Err(_) => Err("the workload cannot tell which partitions the request touches".into()),
+    }
 }
 
 /// A partition this node masters, with the one worker that runs it (§3: each partition is
@@ -301,24 +371,7 @@ where
     /// A digest of each partition this node holds: every table's [`Database::digest`] over the
     /// partition's rows, combined in table order. Equal on every replica after a fence.
     pub fn digests(&self) -> Vec<PartitionDigest> {
-        let tables = self.db.tables().len() as u32;
-        self.layout
-            .held(self.me)
-            .into_iter()
-            .map(|p| {
-                let mut h = 0xcbf2_9ce4_8422_2325u64;
-                for t in 0..tables {
-                    let d = self
-                        .db
-                        .digest(t, |key| self.workload.partition_of(t, key) == Some(p));
-                    h = (h ^ d).wrapping_mul(0x100_0000_01b3).rotate_left(29);
-                }
-                PartitionDigest {
-                    partition: p,
-                    digest: h,
-                }
-            })
-            .collect()
+        partition_digests(self.db, self.workload, &self.layout, self.me)
     }
 
     /// The committed transactions recorded since the last call (empty unless the database
@@ -332,12 +385,7 @@ where
         if let Some(w) = &mut self.sm_worker {
             parts.push(w.take_history());
         }
-        parts.push(self.db.take_history());
-        let mut h = History::merge(parts);
-        for t in &mut h.txns {
-            t.id = ((self.me as u64 + 1) << 52) | (t.id & ((1 << 52) - 1));
-        }
-        h
+        node_history(self.me, self.db, parts)
     }
 
     /// Whether the node executes transactions now: a phase has begun and its fence has not.
@@ -483,27 +531,9 @@ where
 
     /// Takes a request from a client (`origin` a client) or a forwarding node (`origin` via it).
     fn on_request<T: Transport<StarMsg>>(&mut self, net: &mut T, origin: Origin, body: Vec<u8>) {
-        if body.len() > MAX_REQUEST_BYTES {
-            let text = format!(
-                "request of {} bytes exceeds {MAX_REQUEST_BYTES}",
-                body.len()
-            );
-            return self.reply_error(net, origin, text);
-        }
-        let req: W::Request = match postcard::from_bytes(&body) {
-            Ok(r) => r,
-            Err(e) => {
-                let text = format!(
-                    "malformed request for workload {}: {e}",
-                    self.workload.name()
-                );
-                return self.reply_error(net, origin, text);
-            }
-        };
-        let workload = self.workload;
-        let Ok(touched) = catch_unwind(AssertUnwindSafe(|| workload.touched(&req))) else {
-            let text = "the workload cannot tell which partitions the request touches";
-            return self.reply_error(net, origin, text.into());
+        let (req, touched) = match decode_request(self.workload, &body) {
+            Ok(decoded) => decoded,
+            Err(text) => return self.reply_error(net, origin, text),
         };
         let route = route(&self.layout, self.me, &self.mastered, &touched);
         if matches!(route, Route::Here(_) | Route::Cross) && self.queues.queued() >= MAX_QUEUED {
@@ -558,58 +588,16 @@ where
         text: String,
     ) {
         self.requests.errors += 1;
-        let outcome = Outcome::error(text);
-        match origin {
-            Origin::Client { addr, rid } => net.send(addr, StarMsg::Reply { rid, outcome }),
-            Origin::Via { via, client, rid } => net.send(
-                via,
-                StarMsg::Forwarded {
-                    client,
-                    rid,
-                    outcome,
-                },
-            ),
-            Origin::Local => {}
-        }
+        answer(net, origin, Outcome::error(text));
     }
 
     /// Releases the results of the phase that just ended everywhere (§4, §7.1): replies go out,
     /// and committed transactions are counted, with their latency.
     fn release<T: Transport<StarMsg>>(&mut self, net: &mut T) {
-        let now = net.now();
         let phase = self.phase;
-        let cross = PhaseKind::of(phase) == PhaseKind::SingleMaster;
         let mut held_list = std::mem::take(&mut self.queues.held);
         for held in held_list.drain(..) {
-            if let Some(t) = self.types.get_mut(held.ty) {
-                if held.committed {
-                    t.committed += 1;
-                    t.committed_cross += cross as u64;
-                } else {
-                    t.aborted += 1;
-                }
-            }
-            if held.committed {
-                self.latency
-                    .saturating_record(now.saturating_sub(held.since).max(1));
-            }
-            let outcome = if held.committed {
-                Outcome::Committed { phase }
-            } else {
-                Outcome::Aborted { phase }
-            };
-            match held.origin {
-                Origin::Client { addr, rid } => net.send(addr, StarMsg::Reply { rid, outcome }),
-                Origin::Via { via, client, rid } => net.send(
-                    via,
-                    StarMsg::Forwarded {
-                        client,
-                        rid,
-                        outcome,
-                    },
-                ),
-                Origin::Local => {}
-            }
+            held.release(net, phase, &mut self.types, &mut self.latency);
         }
         self.queues.held = held_list;
     }

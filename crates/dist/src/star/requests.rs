@@ -18,10 +18,14 @@
 
 use std::collections::VecDeque;
 
-use phasedb_net::Addr;
+use hdrhistogram::Histogram;
+
+use phasedb_net::{Addr, Transport};
 use phasedb_txn::{PartitionId, Touched};
 
 use crate::star::layout::Layout;
+use crate::star::msg::{Outcome, Phase, StarMsg};
+use crate::star::stats::TypeCounts;
 
 /// Most requests one node keeps waiting; more are refused with an error.
 pub const MAX_QUEUED: usize = 1 << 20;
@@ -51,7 +55,57 @@ pub(crate) struct Held {
     pub(crate) origin: Origin,
     pub(crate) ty: usize,
     pub(crate) committed: bool,
+    /// It touched several partitions (STAR: it ran in a single-master phase).
+    pub(crate) cross: bool,
     pub(crate) since: u64,
+}
+
+impl Held {
+    /// Releases the result (STAR at the end of its phase, the baselines at their group commit or
+    /// replication acknowledgement): counts it, records a commit's latency from `since` to `now`,
+    /// and answers its origin. `phase` is the phase (or group) it committed in.
+    pub(crate) fn release<T: Transport<StarMsg>>(
+        self,
+        net: &mut T,
+        phase: Phase,
+        types: &mut [TypeCounts],
+        latency: &mut Histogram<u64>,
+    ) {
+        if let Some(t) = types.get_mut(self.ty) {
+            if self.committed {
+                t.committed += 1;
+                t.committed_cross += self.cross as u64;
+            } else {
+                t.aborted += 1;
+            }
+        }
+        if self.committed {
+            latency.saturating_record(net.now().saturating_sub(self.since).max(1));
+        }
+        let outcome = if self.committed {
+            Outcome::Committed { phase }
+        } else {
+            Outcome::Aborted { phase }
+        };
+        answer(net, self.origin, outcome);
+    }
+}
+
+/// Sends `outcome` to the client of a request that came from `origin` (through the node that
+/// forwarded it, if any).
+pub(crate) fn answer<T: Transport<StarMsg>>(net: &mut T, origin: Origin, outcome: Outcome) {
+    match origin {
+        Origin::Client { addr, rid } => net.send(addr, StarMsg::Reply { rid, outcome }),
+        Origin::Via { via, client, rid } => net.send(
+            via,
+            StarMsg::Forwarded {
+                client,
+                rid,
+                outcome,
+            },
+        ),
+        Origin::Local => {}
+    }
 }
 
 /// Where a request runs, as seen from one node.

@@ -1,5 +1,6 @@
 //! Running a STAR node over TCP from a cluster file with a `[star]` table: what `phasedb node`
-//! calls for a STAR cluster (the command-line wiring is not built yet).
+//! calls for a STAR cluster. The table's `algorithm` picks STAR's node or a baseline's
+//! ([`crate::star::baselines`]); both speak [`crate::star::StarMsg`].
 
 use std::future::Future;
 use std::time::Duration;
@@ -8,9 +9,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use phasedb_net::tcp::{TcpOptions, run};
-use phasedb_net::{Addr, ClusterConfig};
+use phasedb_net::{Addr, ClusterConfig, StarAlgorithm};
 use phasedb_txn::Procedures;
 
+use crate::star::baselines::PbOccNode;
 use crate::star::layout::Layout;
 use crate::star::node::{StarNode, StarSettings, open_database};
 use crate::star::stats::StarStats;
@@ -27,7 +29,8 @@ pub fn tick_of(cfg: &ClusterConfig, layout: &Layout) -> Duration {
         .max(Duration::from_micros(100))
 }
 
-/// Serves node `id` of `cfg` running `workload` until `shutdown` completes; returns its final
+/// Serves node `id` of `cfg` (a STAR node, or a baseline's as the `[star]` table says) running
+/// `workload` until `shutdown` completes; returns its final
 /// counters. The node loads the partitions it holds first. `settings` default to those of the
 /// `[star]` table (with no local load); `listener`, if given, is a socket already listening on
 /// the node's address. Must run inside a tokio runtime (a current-thread one keeps the node on
@@ -70,8 +73,18 @@ where
     opts.delay = cfg.delay();
     opts.poll = cfg.poll();
     opts.tick = tick_of(cfg, &layout);
-    let mut node =
-        StarNode::new(id, layout, settings, &db, &workload).map_err(|e| invalid(e.to_string()))?;
-    run(&mut node, opts, shutdown).await?;
-    Ok(node.stats())
+    match star.algorithm {
+        StarAlgorithm::Star => {
+            let mut node = StarNode::new(id, layout, settings, &db, &workload)
+                .map_err(|e| invalid(e.to_string()))?;
+            run(&mut node, opts, shutdown).await?;
+            Ok(node.stats())
+        }
+        StarAlgorithm::PbOcc => {
+            let mut node = PbOccNode::new(id, layout, settings, &db, &workload)
+                .map_err(|e| invalid(e.to_string()))?;
+            run(&mut node, opts, shutdown).await?;
+            Ok(node.stats())
+        }
+    }
 }

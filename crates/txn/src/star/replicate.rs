@@ -83,8 +83,9 @@ impl<'db, P: Protocol<Meta = TidWord>> Worker<'db, P> {
                         let g = m.trailing_zeros() as usize;
                         m &= m - 1;
                         let group = schema.groups()[g];
+                        let held = st.holds_lock(rec, g as u8).is_some_and(|l| l.held);
                         let out = &mut st.row[group.word..group.word + group.words];
-                        if read_back(rec, table.layout(), g, out) == Some(tid) {
+                        if read_back(rec, table.layout(), g, held, out) == Some(tid) {
                             columns |= group.columns;
                         }
                     }
@@ -104,13 +105,24 @@ impl<'db, P: Protocol<Meta = TidWord>> Worker<'db, P> {
 /// Copies group `g` of `rec` into `out` consistently and returns its word, or `None` if the group is
 /// absent or its record is being unlinked (then deleted by a later transaction). Waits out a
 /// committer that holds the group: until it publishes, which version the group will hold is unknown.
+/// A group this transaction still holds (`held`, [`Worker::set_hold_locks`]) is stable: it is read
+/// as it is.
 fn read_back(
     rec: RecordPtr<TidWord>,
     layout: &RecordLayout,
     g: usize,
+    held: bool,
     out: &mut [u64],
 ) -> Option<u64> {
     let meta = rec.meta(layout, g);
+    if held {
+        let word = meta.load() & !LOCK;
+        if word & ABSENT != 0 {
+            return None;
+        }
+        rec.copy_group(layout, g, out);
+        return Some(word);
+    }
     let mut spins = 0u32;
     loop {
         let before = meta.load();

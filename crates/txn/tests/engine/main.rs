@@ -6,6 +6,7 @@ mod common;
 mod commute;
 mod doppel;
 mod elle;
+mod hold_locks;
 mod hot;
 mod reclaim;
 mod serializable;
