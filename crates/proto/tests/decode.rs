@@ -136,3 +136,22 @@ fn trailing_bytes_after_a_message_are_malformed() {
         Err(DecodeError::Malformed(_))
     ));
 }
+
+/// The examples of `docs/wire-protocol.md`, byte for byte.
+#[test]
+fn the_documented_example_frames_are_what_the_encoder_writes() {
+    let mut ping = Vec::new();
+    encode_request(&mut ping, 1, &Request::Ping);
+    assert_eq!(ping, [0, 0, 0, 2, 1, 0]);
+    let mut get = Vec::new();
+    encode_request(
+        &mut get,
+        2,
+        &Request::Execute(vec![Op::Get {
+            table: 0,
+            key: 300,
+            columns: vec![],
+        }]),
+    );
+    assert_eq!(get, [0, 0, 0, 8, 2, 6, 1, 0, 0, 0xac, 2, 0]);
+}
