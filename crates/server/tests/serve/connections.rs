@@ -135,3 +135,35 @@ fn sum_of(rows: &[phasedb_client::OpResult]) -> i64 {
         })
         .sum()
 }
+
+/// Threads sharing a pool of connections: connections are reused, not opened per request.
+#[test]
+fn a_pool_reuses_its_connections_across_threads() {
+    let s = server("occ", None);
+    let mut c = connect(&s);
+    let t = accounts(&mut c).id;
+    c.execute(vec![put(t, 0, 0)]).unwrap();
+    let pool = phasedb_client::Pool::new(s.addr(), None, 4);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..25 {
+                    let mut conn = pool.get().unwrap();
+                    conn.execute(vec![Op::Apply {
+                        table: t,
+                        key: 0,
+                        column: 0,
+                        op: Arith::Add,
+                        arg: 1,
+                        commute: true,
+                    }])
+                    .unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(balance(&mut c, t, 0), Some(100));
+    assert!(pool.idle() >= 1 && pool.idle() <= 4);
+    // 4 threads x 25 requests went over at most 4 pooled connections (plus this test's own).
+    assert!(s.connections() <= 5);
+}
