@@ -23,8 +23,9 @@ pub struct Common {
     /// Concurrency-control protocol.
     #[arg(long, short, value_enum, default_value_t = ProtocolName::Occ, global = true)]
     pub protocol: ProtocolName,
-    /// Worker threads (default: the number of cores); with --cluster or --connect, the client
-    /// endpoint threads the clients are spread over (default: the number of cores, at most --clients).
+    /// Worker threads (default: the number of cores); with --cluster or --connect FILE, the client
+    /// endpoint threads the clients are spread over (default: the number of cores, at most
+    /// --clients); with --connect HOST:PORT, the client connections (default: the number of cores).
     #[arg(long, short, global = true)]
     pub threads: Option<usize>,
     /// Seconds of the measured window.
