@@ -23,8 +23,9 @@ pub struct Common {
     /// Concurrency-control protocol.
     #[arg(long, short, value_enum, default_value_t = ProtocolName::Occ, global = true)]
     pub protocol: ProtocolName,
-    /// Worker threads (default: the number of cores); with --cluster or --connect, the client
-    /// endpoint threads the clients are spread over (default: the number of cores, at most --clients).
+    /// Worker threads (default: the number of cores); with --cluster or --connect FILE, the client
+    /// endpoint threads the clients are spread over (default: the number of cores, at most
+    /// --clients); with --connect HOST:PORT, the client connections (default: the number of cores).
     #[arg(long, short, global = true)]
     pub threads: Option<usize>,
     /// Seconds of the measured window.
@@ -101,6 +102,8 @@ pub struct BenchArgs {
     common: Common,
     #[command(flatten)]
     cluster: crate::cluster::bench::ClusterArgs,
+    #[command(flatten)]
+    remote: crate::remote_bench::RemoteArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -291,6 +294,12 @@ pub fn run(args: BenchArgs) -> i32 {
         args.cluster.is_star() || args.cluster.cluster.is_some() || args.cluster.connect.is_some();
     if distributed && c.history.is_some() {
         return fail("--history records embedded runs only");
+    }
+    if let Some(addr) = (args.cluster.connect.as_deref()).and_then(crate::remote_bench::is_server) {
+        let WorkloadArgs::Ycsb(y) = &args.workload else {
+            return fail("--connect HOST:PORT runs the ycsb workload only");
+        };
+        return crate::remote_bench::run(addr, y, c, &args.remote);
     }
     if args.cluster.is_star() {
         let workload = match &args.workload {

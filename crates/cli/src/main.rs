@@ -1,10 +1,12 @@
-//! `phasedb`: runs benchmarks on the embedded engine.
+//! `phasedb`: runs benchmarks on the embedded engine, cluster nodes, and the engine as a server.
 
 mod bench;
 mod cluster;
 mod experiment;
 mod history;
+mod remote_bench;
 mod report;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +29,8 @@ enum Command {
     Experiment(experiment::ExperimentArgs),
     /// Run one cluster member (`--config cluster.toml --id N`) until SIGINT or SIGTERM.
     Node(cluster::node::NodeArgs),
+    /// Serve the engine to clients over TCP (docs/wire-protocol.md) until SIGINT or SIGTERM.
+    Serve(serve::ServeArgs),
 }
 
 /// The path that starts another process of this very program, for point processes and cluster
@@ -48,6 +52,7 @@ fn main() {
         Command::Bench(args) => bench::run(*args),
         Command::Experiment(args) => experiment::run(args),
         Command::Node(args) => cluster::node::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     std::process::exit(code);
 }

@@ -37,7 +37,8 @@ pub struct ClusterArgs {
     /// tpcc under --algorithm star).
     #[arg(long, global = true)]
     pub cluster: Option<usize>,
-    /// Run against an already running cluster described by this file instead of starting one.
+    /// Run against an already running cluster described by this file instead of starting one, or
+    /// (HOST:PORT, ycsb only) against `phasedb serve` through the client (see --pipeline).
     #[arg(long, global = true, conflicts_with = "cluster")]
     pub connect: Option<PathBuf>,
     /// Distributed algorithm.

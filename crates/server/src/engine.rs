@@ -1,0 +1,440 @@
+//! The engine side of the server: a database of one protocol, run by engine threads that each own
+//! a `Worker`, fed batches of requests by the connections.
+//!
+//! Transactions run on these threads, not on the async runtime's: a connection hands a whole
+//! batch (every request it read at once) to one engine thread and awaits the encoded responses,
+//! so the channel hand-off is paid per batch rather than per transaction, and a long transaction
+//! never stalls the runtime's other connections.
+//!
+//! Table changes need the database exclusively (`Database::create_table` takes `&mut`). The engine
+//! threads hold the state's read lock between batches; a change sends each of them a pause, takes
+//! the write lock once they all let go, applies itself, and releases them. Batches sent meanwhile
+//! wait in the threads' queues.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Condvar, Mutex as StdMutex};
+
+use parking_lot::{Mutex, RwLock};
+use phasedb_proto::{
+    AbortCause, ErrorKind, Request, Response, StatsReply, TableInfo, encode_response,
+};
+use phasedb_txn::{Config, Database, Protocol, Stats, TxError, Worker};
+
+use crate::catalog::{self, Catalog};
+use crate::exec::{cause, run_op, validate};
+use crate::interactive::{Log, TYPE_CALL, TYPE_COMMIT, TYPE_EXECUTE};
+use crate::procedures::{self, Generators, Installed};
+
+/// A connection's interactive transactions, carried with its batches.
+#[derive(Default)]
+pub struct Session {
+    next_txn: u64,
+    txns: HashMap<u64, Log>,
+}
+
+/// The most interactive transactions one connection may keep open.
+pub const MAX_OPEN_TXNS: usize = 1024;
+
+/// A batch of requests from one connection, and where to send its encoded responses.
+pub struct Job {
+    pub requests: Vec<(u64, Request)>,
+    pub session: Box<Session>,
+    pub reply: tokio::sync::oneshot::Sender<(Vec<u8>, Box<Session>)>,
+}
+
+enum Msg {
+    Job(Job),
+    Pause(Arc<Gate>),
+    Snapshot(Sender<Stats>),
+    Stop,
+}
+
+/// Where paused engine threads wait for a table change to finish.
+#[derive(Default)]
+struct Gate {
+    open: StdMutex<bool>,
+    cv: Condvar,
+}
+
+impl Gate {
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        while !*open {
+            open = self.cv.wait(open).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn release(&self) {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_all();
+    }
+}
+
+/// What the engine threads share, under one lock.
+struct State<P: Protocol> {
+    db: Database<P>,
+    catalog: Catalog,
+    installed: Installed,
+}
+
+/// The engine as the connections see it, whatever its protocol.
+pub trait Engine: Send + Sync {
+    /// Hands `job` to engine thread `shard % threads`.
+    fn submit(&self, shard: usize, job: Job);
+    /// Runs a request that changes or lists tables, or a setup procedure (blocking).
+    fn control(&self, req: &Request) -> Response;
+    /// The engine's counters (blocking: asks every thread).
+    fn stats(&self) -> StatsReply;
+    /// The protocol's name.
+    fn protocol(&self) -> &'static str;
+    /// Engine threads.
+    fn threads(&self) -> usize;
+    /// Stops the threads after the batches already queued (blocking).
+    fn stop(&self);
+}
+
+/// Whether `req` goes through [`Engine::control`] rather than an engine thread's batch.
+pub fn is_control(req: &Request) -> bool {
+    match req {
+        Request::CreateTable(_)
+        | Request::ListTables
+        | Request::DescribeTable(_)
+        | Request::DropTable(_) => true,
+        Request::Call { name, .. } => procedures::is_setup(name),
+        _ => false,
+    }
+}
+
+/// An engine of protocol `P`.
+pub struct EngineOf<P: Protocol> {
+    state: Arc<RwLock<State<P>>>,
+    senders: Vec<Sender<Msg>>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// One table change at a time.
+    change: Mutex<()>,
+}
+
+/// How many times a conflicting transaction is retried before the client hears of it.
+pub const MAX_RETRIES: u32 = 1000;
+
+impl<P: Protocol> EngineOf<P> {
+    /// An empty database of protocol `P` and `threads` engine threads.
+    pub fn start(threads: usize) -> Arc<EngineOf<P>> {
+        let state = Arc::new(RwLock::new(State {
+            db: Database::<P>::open(Config {
+                max_retries: Some(MAX_RETRIES),
+                ..Config::default()
+            }),
+            catalog: Catalog::default(),
+            installed: Installed::default(),
+        }));
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for i in 0..threads.max(1) {
+            let (tx, rx) = channel();
+            senders.push(tx);
+            let state = state.clone();
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("engine-{i}"))
+                    .spawn(move || engine_thread(i, &state, rx))
+                    .expect("spawn an engine thread"),
+            );
+        }
+        Arc::new(EngineOf {
+            state,
+            senders,
+            threads: Mutex::new(handles),
+            change: Mutex::new(()),
+        })
+    }
+
+    /// Runs `f` on the state with every engine thread paused.
+    fn exclusive<R>(&self, f: impl FnOnce(&mut State<P>) -> R) -> R {
+        let _one = self.change.lock();
+        let gate = Arc::new(Gate::default());
+        for s in &self.senders {
+            let _ = s.send(Msg::Pause(gate.clone()));
+        }
+        let out = f(&mut self.state.write());
+        gate.release();
+        out
+    }
+}
+
+fn engine_thread<P: Protocol>(index: usize, state: &RwLock<State<P>>, rx: Receiver<Msg>) {
+    let mut gens = Generators::new(index);
+    let mut kept = Stats::default();
+    let mut out = Vec::with_capacity(64 << 10);
+    loop {
+        let st = state.read();
+        let mut worker = st.db.worker();
+        let next = loop {
+            match rx.recv() {
+                Ok(Msg::Job(job)) => run_job(&st, &mut worker, &mut gens, job, &mut out),
+                Ok(Msg::Snapshot(to)) => {
+                    let mut s = kept.clone();
+                    s.merge(worker.stats());
+                    let _ = to.send(s);
+                }
+                Ok(Msg::Pause(gate)) => break Some(gate),
+                Ok(Msg::Stop) | Err(_) => break None,
+            }
+        };
+        kept.merge(worker.stats());
+        drop(worker);
+        drop(st);
+        match next {
+            Some(gate) => gate.wait(),
+            None => return,
+        }
+    }
+}
+
+fn aborted(cause: AbortCause, message: impl Into<String>) -> Response {
+    Response::Aborted {
+        cause,
+        message: message.into(),
+    }
+}
+
+fn error(kind: ErrorKind, message: impl Into<String>) -> Response {
+    Response::Error {
+        kind,
+        message: message.into(),
+    }
+}
+
+fn run_job<P: Protocol>(
+    st: &State<P>,
+    worker: &mut Worker<'_, P>,
+    gens: &mut Generators,
+    job: Job,
+    out: &mut Vec<u8>,
+) {
+    let mut session = job.session;
+    out.clear();
+    let mut results = Vec::new();
+    for (id, req) in job.requests {
+        let resp = match req {
+            Request::Execute(ops) => {
+                match ops.iter().try_for_each(|op| validate(op, &st.catalog)) {
+                    Err(m) => aborted(AbortCause::Invalid, m),
+                    Ok(()) => {
+                        let outcome = worker.execute(TYPE_EXECUTE, |tx| {
+                            results.clear();
+                            for op in &ops {
+                                results.push(run_op(tx, op)?);
+                            }
+                            Ok(())
+                        });
+                        match outcome {
+                            Ok(()) => Response::Results(std::mem::take(&mut results)),
+                            Err(e) => aborted(cause(&e), e.to_string()),
+                        }
+                    }
+                }
+            }
+            Request::Begin => {
+                if session.txns.len() >= MAX_OPEN_TXNS {
+                    error(
+                        ErrorKind::NoSuchTransaction,
+                        format!("at most {MAX_OPEN_TXNS} open transactions per connection"),
+                    )
+                } else {
+                    session.next_txn += 1;
+                    let txn = session.next_txn;
+                    session.txns.insert(txn, Log::default());
+                    Response::Begun { txn }
+                }
+            }
+            Request::Statement { txn, op } => match session.txns.get_mut(&txn) {
+                None => error(
+                    ErrorKind::NoSuchTransaction,
+                    format!("no transaction {txn}"),
+                ),
+                Some(log) => match log.statement(worker, &st.catalog, op) {
+                    Ok(r) => Response::Result(r),
+                    Err(a) => {
+                        session.txns.remove(&txn);
+                        aborted(a.cause, a.message)
+                    }
+                },
+            },
+            Request::Commit { txn } => match session.txns.remove(&txn) {
+                None => error(
+                    ErrorKind::NoSuchTransaction,
+                    format!("no transaction {txn}"),
+                ),
+                Some(log) => match log.commit(worker, &st.catalog) {
+                    Ok(()) => Response::Committed,
+                    Err(a) => aborted(a.cause, a.message),
+                },
+            },
+            Request::Rollback { txn } => match session.txns.remove(&txn) {
+                None => error(
+                    ErrorKind::NoSuchTransaction,
+                    format!("no transaction {txn}"),
+                ),
+                Some(_) => Response::Done,
+            },
+            Request::Call { name, args } => {
+                match procedures::call(&name, &args, &st.installed, gens, worker) {
+                    Err(m) => error(ErrorKind::BadCall, m),
+                    Ok(Ok(values)) => Response::Values(values),
+                    Ok(Err(e)) => aborted(cause(&e), e.to_string()),
+                }
+            }
+            other => error(
+                ErrorKind::Malformed,
+                format!("{other:?} is not an engine request"),
+            ),
+        };
+        encode_response(out, id, &resp);
+    }
+    let _ = job.reply.send((std::mem::take(out), session));
+}
+
+impl<P: Protocol> Engine for EngineOf<P> {
+    fn submit(&self, shard: usize, job: Job) {
+        let s = &self.senders[shard % self.senders.len()];
+        if let Err(std::sync::mpsc::SendError(Msg::Job(job))) = s.send(Msg::Job(job)) {
+            // The engine stopped: refuse the batch (nothing of it ran).
+            let mut out = Vec::new();
+            for (id, _) in &job.requests {
+                encode_response(
+                    &mut out,
+                    *id,
+                    &error(ErrorKind::ShuttingDown, "the server is shutting down"),
+                );
+            }
+            let _ = job.reply.send((out, job.session));
+        }
+    }
+
+    fn control(&self, req: &Request) -> Response {
+        match req {
+            Request::ListTables => Response::Tables(self.state.read().catalog.list()),
+            Request::DescribeTable(name) => match self.state.read().catalog.find(name) {
+                Some(info) => Response::Table(info),
+                None => error(ErrorKind::NoSuchTable, format!("no table {name}")),
+            },
+            Request::CreateTable(def) => {
+                self.exclusive(|st| match catalog::spec(def, &st.catalog) {
+                    Err(m) if st.catalog.find(&def.name).is_some() => {
+                        error(ErrorKind::TableExists, m)
+                    }
+                    Err(m) => error(ErrorKind::BadTable, m),
+                    Ok(spec) => {
+                        let id = st.db.create_table(spec);
+                        st.catalog.add(id, def.clone());
+                        Response::Table(TableInfo {
+                            id,
+                            def: def.clone(),
+                        })
+                    }
+                })
+            }
+            Request::DropTable(name) => {
+                let dropped = self.exclusive(|st| st.catalog.drop_table(name));
+                match dropped {
+                    None => error(ErrorKind::NoSuchTable, format!("no table {name}")),
+                    Some(id) => {
+                        self.delete_rows(id);
+                        Response::Done
+                    }
+                }
+            }
+            Request::Call { name, args } => self.exclusive(|st| {
+                let State {
+                    db,
+                    catalog,
+                    installed,
+                } = st;
+                match procedures::setup(name, args, db, catalog, installed) {
+                    Ok(v) => Response::Values(v),
+                    Err(m) => error(ErrorKind::BadCall, m),
+                }
+            }),
+            other => error(
+                ErrorKind::Malformed,
+                format!("{other:?} is not a control request"),
+            ),
+        }
+    }
+
+    fn stats(&self) -> StatsReply {
+        let mut all = Stats::default();
+        for s in &self.senders {
+            let (tx, rx) = channel();
+            if s.send(Msg::Snapshot(tx)).is_ok()
+                && let Ok(stats) = rx.recv()
+            {
+                all.merge(&stats);
+            }
+        }
+        let mut total = phasedb_txn::TypeStats::default();
+        for ty in [TYPE_EXECUTE, TYPE_COMMIT, TYPE_CALL] {
+            if let Some(t) = all.types.get(ty) {
+                total.merge(t);
+            }
+        }
+        let h = &total.latency_ns;
+        let us = |q: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.value_at_quantile(q) as f64 / 1000.0
+            }
+        };
+        StatsReply {
+            committed: total.committed,
+            conflicts: total.conflicts,
+            aborted: total.user_aborts + total.failures,
+            latency_p50_us: us(0.5),
+            latency_p99_us: us(0.99),
+            latency_p999_us: us(0.999),
+            connections: 0,
+            uptime_s: 0.0,
+        }
+    }
+
+    fn protocol(&self) -> &'static str {
+        P::NAME
+    }
+
+    fn threads(&self) -> usize {
+        self.senders.len()
+    }
+
+    fn stop(&self) {
+        for s in &self.senders {
+            let _ = s.send(Msg::Stop);
+        }
+        for h in self.threads.lock().drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+impl<P: Protocol> EngineOf<P> {
+    /// Deletes every row of dropped table `id` in transactions of a thousand rows, so the engine
+    /// frees them as it frees any deleted row.
+    fn delete_rows(&self, id: u32) {
+        let st = self.state.read();
+        let mut worker = st.db.worker();
+        let mut keys = Vec::new();
+        let guard = phasedb_storage::pin();
+        st.db.table(id).for_each(&guard, |k, _| keys.push(k));
+        drop(guard);
+        for chunk in keys.chunks(1000) {
+            let _ = worker.execute(TYPE_EXECUTE, |tx| {
+                for &k in chunk {
+                    tx.delete(id, k)?;
+                }
+                Ok::<_, TxError>(())
+            });
+        }
+    }
+}
