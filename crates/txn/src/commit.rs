@@ -376,6 +376,10 @@ pub(crate) fn install<P: Protocol<Meta: TidMeta>>(
             );
         }
     }
+    if let Some(log) = &st.log {
+        // While every lock is held: a later writer of these groups logs after this one.
+        log.logs[st.slot].append(&db.tables, &st.writes, &mut st.row, tid);
+    }
     for l in &mut st.locks {
         let w = &st.writes[l.write as usize];
         let word = if w.kind == WriteKind::Delete {

@@ -69,6 +69,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
         let mut state = TxState::new(db.max_row_words());
         state.slot = slot;
         state.worker = id;
+        state.log = db.durable.as_ref().map(|d| d.logging.clone());
         Worker {
             db,
             id,
@@ -140,6 +141,12 @@ impl<'db, P: Protocol> Worker<'db, P> {
         }
         let mut attempt = 0u32;
         self.committed = 0;
+        if let Some(log) = &self.state.log
+            && let Some(why) = log.failure()
+        {
+            self.stats.of_type(ty).failures += 1;
+            return Err(TxError::NotDurable(why));
+        }
         loop {
             self.db.activity.enter(self.slot, self.db.epoch.current());
             if P::PHASED {
@@ -241,6 +248,24 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     return Err(e);
                 }
             }
+        }
+    }
+
+    /// The epoch of the transaction [`Worker::execute`] last committed, if it wrote (`None` if it
+    /// only read or did not commit): under durable operation it is durable once
+    /// [`Database::durable_epoch`] reaches this epoch (SiloR's epoch-based group commit).
+    pub fn commit_epoch(&self) -> Option<u64> {
+        (self.committed != 0).then(|| crate::tid::epoch_of(self.committed))
+    }
+
+    /// Waits until the transaction [`Worker::execute`] last committed is durable (at once if it
+    /// wrote nothing). An error if durable operation is off, or if logging failed: then the
+    /// transaction may be lost.
+    pub fn wait_durable(&self) -> Result<(), crate::durability::DurabilityError> {
+        match self.commit_epoch() {
+            Some(epoch) => self.db.wait_durable(epoch),
+            None if self.db.durable.is_some() => Ok(()),
+            None => Err(crate::durability::DurabilityError::NotConfigured),
         }
     }
 
