@@ -45,6 +45,9 @@ pub struct Worker<'db, P: Protocol> {
     /// The TID of the transaction [`Worker::execute`] last committed with writes (0: the last call
     /// committed nothing, or only read); its sets stay in `state` until the next call.
     committed: u64,
+    /// The type (statistics index) of the transaction the last call of [`Worker::execute`]
+    /// committed (`None`: it did not commit).
+    committed_type: Option<usize>,
 }
 
 /// One committed transaction in this many has its latency measured: reading the clock twice costs
@@ -89,6 +92,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
             ahead_records: Footprint::default(),
             ahead_slots: Footprint::default(),
             committed: 0,
+            committed_type: None,
         }
     }
 
@@ -141,6 +145,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
         }
         let mut attempt = 0u32;
         self.committed = 0;
+        self.committed_type = None;
         if let Some(log) = &self.state.log
             && let Some(why) = log.failure()
         {
@@ -210,6 +215,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
             match outcome {
                 Ok((value, tid)) => {
                     self.committed = tid;
+                    self.committed_type = Some(ty);
                     let s = self.stats.of_type(ty);
                     s.committed += 1;
                     if timed {
@@ -256,6 +262,12 @@ impl<'db, P: Protocol> Worker<'db, P> {
     /// [`Database::durable_epoch`] reaches this epoch (SiloR's epoch-based group commit).
     pub fn commit_epoch(&self) -> Option<u64> {
         (self.committed != 0).then(|| crate::tid::epoch_of(self.committed))
+    }
+
+    /// The type (the `ty` given to [`Worker::execute`]) of the transaction the last call
+    /// committed, or `None` if that call did not commit (an abort, an error).
+    pub fn committed_type(&self) -> Option<usize> {
+        self.committed_type
     }
 
     /// Waits until the transaction [`Worker::execute`] last committed is durable (at once if it

@@ -101,6 +101,9 @@ pub struct Recovery {
     pub seconds: f64,
     /// Of them, seconds replaying logs.
     pub replay_seconds: f64,
+    /// Per table (by name), the records linked after recovery (rows, and tombstones of deletes
+    /// replayed that workers have not unlinked yet).
+    pub table_records: Vec<(String, u64)>,
 }
 
 /// Why durable operation could not start or go on.

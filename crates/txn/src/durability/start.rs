@@ -68,6 +68,11 @@ pub(crate) fn start<P: Protocol<Meta = TidWord>>(
         durable,
     );
     db.durable = Some(Durable { logging, loggers });
+    report.table_records = db
+        .tables
+        .iter()
+        .map(|t| (t.name().to_string(), t.len() as u64))
+        .collect();
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
