@@ -158,7 +158,10 @@ struct Logger {
     epoch: EpochReader,
     file: LogFile,
     last_marker: u64,
-    spare: Vec<u8>,
+    /// Per slot this logger serves, the buffer swapped in at the next round: each slot alternates
+    /// between two buffers of its own, so their capacities settle and a worker stops growing
+    /// (and faulting in) its buffer once it has seen its busiest round.
+    spares: Vec<Vec<u8>>,
     out: Vec<u8>,
 }
 
@@ -172,10 +175,14 @@ impl Logger {
         let durable = safe.saturating_sub(1);
         self.out.clear();
         let high = self.activity.high();
-        for slot in (self.index..high).step_by(self.loggers) {
-            self.shared.logs[slot].take(&mut self.spare);
-            if !self.spare.is_empty() {
-                block::push(&mut self.out, Kind::Records, &self.spare);
+        for (i, slot) in (self.index..high).step_by(self.loggers).enumerate() {
+            if i == self.spares.len() {
+                self.spares.push(Vec::new());
+            }
+            let spare = &mut self.spares[i];
+            self.shared.logs[slot].take(spare);
+            if !spare.is_empty() {
+                block::push(&mut self.out, Kind::Records, spare);
             }
         }
         if self.out.is_empty() && durable <= self.last_marker {
@@ -237,7 +244,7 @@ impl Loggers {
                     epoch: epoch.clone(),
                     file,
                     last_marker: durable,
-                    spare: Vec::new(),
+                    spares: Vec::new(),
                     out: Vec::new(),
                 };
                 std::thread::Builder::new()
