@@ -17,7 +17,15 @@ VERSION = 1
 
 COLUMN_KINDS = ["U64", "I64", "F64", "Fixed", "Bounded"]
 ARITH = ["Add", "Max", "Min", "Mult"]
-ABORT_CAUSES = ["Conflict", "Stale", "DuplicateKey", "Invalid", "UserAbort", "ShuttingDown"]
+ABORT_CAUSES = [
+    "Conflict",
+    "Stale",
+    "DuplicateKey",
+    "Invalid",
+    "UserAbort",
+    "ShuttingDown",
+    "NotDurable",
+]
 ERROR_KINDS = [
     "Malformed",
     "TooLarge",

@@ -55,6 +55,35 @@ pub struct Common {
     /// Milliseconds of a split phase under doppel (its phase cycle).
     #[arg(long, default_value_t = 20.0, global = true)]
     pub phase_length: f64,
+    /// Run durably in DIR (SiloR: per-worker value logs, epoch group commit, checkpoints): a new
+    /// directory gets the loaded tables as its first checkpoint, one holding a database of the
+    /// same workload and settings is recovered and run on (ycsb, tpcc, bank). Protocol occ.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<std::path::PathBuf>,
+    /// With --data-dir: fsync after every group commit (group, the default) or never (none:
+    /// logging without the disk's latency).
+    #[arg(long, value_enum, global = true)]
+    pub fsync: Option<FsyncArg>,
+    /// With --data-dir: logger threads, each writing a log file of its own (default 1).
+    #[arg(long, global = true)]
+    pub loggers: Option<usize>,
+    /// With --data-dir: count a transaction only once it is durable, and report commit-to-durable
+    /// latency percentiles (in milliseconds and epochs).
+    #[arg(long, global = true)]
+    pub durable_results: bool,
+    /// With --durable-results: print the transactions acknowledged durable so far, per type, to
+    /// stderr every 100 ms (`durable <seconds> <type>=<count> ...`; for crash tests).
+    #[arg(long, global = true)]
+    pub durable_progress: bool,
+}
+
+/// `--fsync` policies.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncArg {
+    /// fsync after every group commit.
+    Group,
+    /// Never fsync.
+    None,
 }
 
 /// The protocols the engine runs.
@@ -301,6 +330,13 @@ pub fn run(args: BenchArgs) -> i32 {
         };
         return crate::remote_bench::run(addr, y, c, &args.remote);
     }
+    if distributed && c.data_dir.is_some() {
+        return fail("--data-dir makes embedded runs durable only");
+    }
+    let durability = match durability(c) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
     if args.cluster.is_star() {
         let workload = match &args.workload {
             WorkloadArgs::Ycsb(y) => crate::cluster::star::WorkloadFlags::Ycsb(y),
@@ -371,9 +407,12 @@ pub fn run(args: BenchArgs) -> i32 {
         warmup: Duration::from_secs_f64(c.warmup),
         duration: Duration::from_secs_f64(c.duration),
         seed: c.seed,
+        durable_results: c.durable_results,
+        durable_progress: c.durable_progress,
         config: Config {
             record_history: c.verify || c.history.is_some(),
             phase_length: Duration::from_secs_f64(c.phase_length / 1000.0),
+            durability,
             ..Config::default()
         },
     };
@@ -510,6 +549,48 @@ pub fn run(args: BenchArgs) -> i32 {
             dispatch(&mut Rubis::new(cfg), c, &opts)
         }
     }
+}
+
+/// The durability settings of the flags, or why they do not fit together.
+fn durability(c: &Common) -> Result<Option<phasedb_txn::Durability>, String> {
+    let Some(dir) = &c.data_dir else {
+        for (set, flag) in [
+            (c.fsync.is_some(), "--fsync"),
+            (c.loggers.is_some(), "--loggers"),
+            (c.durable_results, "--durable-results"),
+        ] {
+            if set {
+                return Err(format!("{flag} needs --data-dir DIR"));
+            }
+        }
+        if c.durable_progress {
+            return Err("--durable-progress needs --durable-results".into());
+        }
+        return Ok(None);
+    };
+    if c.durable_progress && !c.durable_results {
+        return Err("--durable-progress needs --durable-results".into());
+    }
+    if c.protocol != ProtocolName::Occ {
+        return Err(
+            "--data-dir runs the occ protocol only (its commit logs; see docs/durability.md)"
+                .into(),
+        );
+    }
+    if c.verify || c.history.is_some() {
+        return Err("--data-dir does not record histories (--verify, --history)".into());
+    }
+    let loggers = c.loggers.unwrap_or(1);
+    if !(1..=64).contains(&loggers) {
+        return Err("--loggers must be between 1 and 64".into());
+    }
+    let mut d = phasedb_txn::Durability::new(dir);
+    d.loggers = loggers;
+    d.fsync = match c.fsync.unwrap_or(FsyncArg::Group) {
+        FsyncArg::Group => phasedb_txn::FsyncPolicy::Group,
+        FsyncArg::None => phasedb_txn::FsyncPolicy::None,
+    };
+    Ok(Some(d))
 }
 
 fn incr(cfg: IncrConfig, c: &Common, opts: &BenchOptions) -> i32 {

@@ -78,7 +78,7 @@ pub fn json(
     let mut out = json!({
         "workload": workload,
         "protocol": r.protocol,
-        "throughput": total.committed as f64 / secs,
+        "throughput": r.throughput(),
         "abort_rate": total.abort_rate(),
         "committed": total.committed,
         "conflicts": total.conflicts,
@@ -105,6 +105,9 @@ pub fn json(
             .collect();
         out["protocol_report"] = Value::Object(figures);
     }
+    if let Some(d) = &opts.config.durability {
+        out["durability"] = durability_json(d, r);
+    }
     if let Some((n, verdict)) = verified {
         out["serializable"] = json!({
             "transactions": n,
@@ -112,6 +115,50 @@ pub fn json(
         });
     }
     out.to_string()
+}
+
+/// The durability settings, what was recovered and, with durable results, their figures.
+fn durability_json(d: &phasedb_txn::Durability, r: &BenchResult) -> Value {
+    let mut out = json!({
+        "data_dir": d.dir.display().to_string(),
+        "fsync": format!("{:?}", d.fsync).to_lowercase(),
+        "loggers": d.loggers,
+    });
+    if let Some(rec) = &r.recovery {
+        out["recovery"] = json!({
+            "fresh": rec.fresh,
+            "checkpoint": rec.checkpoint,
+            "skipped_checkpoints": rec.skipped_checkpoints,
+            "checkpoint_rows": rec.checkpoint_rows,
+            "log_records": rec.log_records,
+            "dropped_records": rec.dropped_records,
+            "torn_bytes": rec.torn_bytes,
+            "durable_epoch": rec.durable_epoch,
+            "seconds": rec.seconds,
+            "replay_seconds": rec.replay_seconds,
+            "replay_records_per_s": rec.log_records as f64 / rec.replay_seconds.max(1e-9),
+            "table_records": rec.table_records.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        });
+    }
+    if let Some(s) = &r.durable {
+        let secs = r.measured.as_secs_f64().max(1e-9);
+        let epoch_ms = s.epoch_interval.as_secs_f64() * 1e3;
+        let ms = |q: f64| s.latency_ns.value_at_quantile(q) as f64 / 1e6;
+        let per_type: serde_json::Map<String, Value> = r
+            .txn_types
+            .iter()
+            .zip(&s.per_type)
+            .map(|(name, n)| (name.to_string(), json!(n)))
+            .collect();
+        out["durable"] = json!({
+            "transactions": s.durable,
+            "throughput": s.durable as f64 / secs,
+            "per_type": per_type,
+            "latency_ms": {"p50": ms(0.5), "p99": ms(0.99), "p999": ms(0.999)},
+            "latency_epochs": {"p50": ms(0.5) / epoch_ms, "p99": ms(0.99) / epoch_ms},
+        });
+    }
+    out
 }
 
 /// The result as a table.
@@ -171,6 +218,47 @@ pub fn table(
         "workers used {cpu:.2} CPU-s: {:.0} committed per CPU-second",
         r.stats.total().committed as f64 / cpu.max(1e-9)
     );
+    if let Some(rec) = &r.recovery {
+        if rec.fresh {
+            let _ = writeln!(
+                out,
+                "durable: new data directory, loaded tables written as checkpoint 1"
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "recovered: checkpoint {} ({} rows) and {} log records up to epoch {} in {:.2} s \
+                 ({:.0} records/s replayed; {} records past the durable epoch dropped, {} torn bytes)",
+                rec.checkpoint.unwrap_or(0),
+                rec.checkpoint_rows,
+                rec.log_records,
+                rec.durable_epoch,
+                rec.seconds,
+                rec.log_records as f64 / rec.replay_seconds.max(1e-9),
+                rec.dropped_records,
+                rec.torn_bytes
+            );
+            for s in &rec.skipped_checkpoints {
+                let _ = writeln!(out, "  passed over {s}");
+            }
+        }
+    }
+    if let Some(s) = &r.durable {
+        let epoch_ms = s.epoch_interval.as_secs_f64() * 1e3;
+        let ms = |q: f64| s.latency_ns.value_at_quantile(q) as f64 / 1e6;
+        let _ = writeln!(
+            out,
+            "durable: {} transactions ({:.0} txn/s) acknowledged durable; commit to durable \
+             p50 {:.1} ms, p99 {:.1} ms ({:.2} epochs of {:.0} ms), p999 {:.1} ms",
+            s.durable,
+            s.durable as f64 / secs.max(1e-9),
+            ms(0.5),
+            ms(0.99),
+            ms(0.99) / epoch_ms,
+            epoch_ms,
+            ms(0.999)
+        );
+    }
     if !r.protocol_report.is_empty() {
         let _ = writeln!(out, "\n{}:", r.protocol);
         for (k, v) in &r.protocol_report {

@@ -196,6 +196,9 @@ pub enum AbortCause {
     UserAbort,
     /// The server is shutting down.
     ShuttingDown,
+    /// The engine's log failed (a full disk, a failed fsync): the transaction may not survive a
+    /// crash, and the server takes no more writes.
+    NotDurable,
 }
 
 /// Errors that are not a transaction's outcome.

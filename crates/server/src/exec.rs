@@ -188,5 +188,6 @@ pub fn cause(e: &TxError) -> AbortCause {
         TxError::UserAbort => AbortCause::UserAbort,
         TxError::DuplicateKey { .. } => AbortCause::DuplicateKey,
         TxError::Invalid(_) | TxError::Panicked(_) => AbortCause::Invalid,
+        TxError::NotDurable(_) => AbortCause::NotDurable,
     }
 }

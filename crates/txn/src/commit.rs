@@ -383,7 +383,21 @@ pub(crate) fn install<P: Protocol<Meta: TidMeta>>(
     tid: u64,
 ) {
     install_images(st, db);
+    log_installed(st, db, tid);
     publish_installed(st, db, tid);
+}
+
+/// Appends the installed writes to the worker's log buffer (SiloR), while every lock is still
+/// held: a later writer of these groups logs after this one.
+#[inline(always)]
+fn log_installed<P: Protocol<Meta: TidMeta>>(
+    st: &mut TxState<P::Meta>,
+    db: &Database<P>,
+    tid: u64,
+) {
+    if let Some(log) = &st.log {
+        log.logs[st.slot].append(&db.tables, &st.writes, &mut st.row, tid);
+    }
 }
 
 /// [`install`], except that every locked group stays locked, now holding `tid` (and its data):
@@ -395,6 +409,7 @@ pub(crate) fn install_held<P: Protocol<Meta: TidMeta>>(
     tid: u64,
 ) {
     install_images(st, db);
+    log_installed(st, db, tid);
     for l in &mut st.locks {
         let w = &st.writes[l.write as usize];
         let word = if w.kind == WriteKind::Delete {

@@ -34,6 +34,9 @@ pub struct Config {
     pub phase_length: Duration,
     /// How Doppel decides which records to split.
     pub split: crate::doppel::SplitPolicy,
+    /// Durable operation (SiloR's logging, checkpoints and recovery) in a data directory; `None`
+    /// keeps everything in memory. Started by [`Database::start_durability`].
+    pub durability: Option<crate::durability::Durability>,
 }
 
 impl Default for Config {
@@ -45,6 +48,7 @@ impl Default for Config {
             max_backoff_spins: 1 << 14,
             phase_length: Duration::from_millis(20),
             split: Default::default(),
+            durability: None,
         }
     }
 }
@@ -81,7 +85,7 @@ pub struct Database<P: Protocol> {
     /// key continues the key's version chain.
     pub(crate) graveyard: Mutex<HashMap<(TableId, u64), u64>>,
     histories: Mutex<Vec<History>>,
-    pub(crate) activity: Activity,
+    pub(crate) activity: std::sync::Arc<Activity>,
     /// Per table, a logical time every new record must be installed after: the latest commit time of
     /// transactions that saw a key absent without a record to carry it (TicToc).
     pub(crate) phantom_ts: Vec<crossbeam_utils::CachePadded<std::sync::atomic::AtomicU64>>,
@@ -99,6 +103,18 @@ pub struct Database<P: Protocol> {
     pub(crate) phases: crate::phase::Phases,
     /// The protocol's database-wide state.
     pub(crate) shared: P::Shared,
+    /// Each table's spec, to make the tables afresh for recovery.
+    specs: Vec<TableSpec>,
+    /// The loggers, once durable operation started.
+    pub(crate) durable: Option<Durable>,
+}
+
+/// Durable operation of a database: what its workers log into and the loggers' threads.
+pub(crate) struct Durable {
+    pub(crate) logging: std::sync::Arc<crate::durability::Logging>,
+    /// Dropped with the database: makes everything committed durable, then stops the loggers.
+    #[allow(dead_code)]
+    pub(crate) loggers: crate::durability::Loggers,
 }
 
 impl<P: Protocol> Database<P> {
@@ -119,7 +135,9 @@ impl<P: Protocol> Database<P> {
             next_worker: AtomicU32::new(0),
             graveyard: Mutex::new(HashMap::new()),
             histories: Mutex::new(Vec::new()),
-            activity: Activity::new(MAX_WORKERS),
+            activity: std::sync::Arc::new(Activity::new(MAX_WORKERS)),
+            specs: Vec::new(),
+            durable: None,
             phantom_ts: Vec::new(),
             abort_requests: (0..MAX_WORKERS).map(|_| Default::default()).collect(),
             clock,
@@ -162,6 +180,7 @@ impl<P: Protocol> Database<P> {
     /// Adds a table; tables are created before transactions start.
     pub fn create_table(&mut self, spec: TableSpec) -> TableId {
         let id = self.tables.len() as TableId;
+        self.specs.push(spec.clone());
         self.tables.push(Table::new(id, spec));
         self.phantom_ts.push(Default::default());
         id
@@ -237,8 +256,64 @@ impl<P: Protocol> Database<P> {
         P::report(self)
     }
 
+    /// Starts durable operation in [`Config::durability`]'s directory (SiloR). Call it once the
+    /// tables are created and loaded, before any worker runs a transaction.
+    ///
+    /// - A new (or empty) directory: the loaded rows are written as the first checkpoint.
+    /// - A directory holding a database of the same schema: its newest checkpoint that verifies is
+    ///   loaded (replacing the rows loaded before the call) and the logs are replayed in parallel up
+    ///   to the last epoch durable on every logger, each record applied with the Thomas write rule;
+    ///   a torn log tail is cut at its last whole block. The recovered state is written as a new
+    ///   checkpoint and older logs and checkpoints are deleted (the previous checkpoint is kept to
+    ///   fall back to). The epoch moves past every recovered TID.
+    /// - A directory of another schema or format version, or holding foreign files, is refused.
+    ///
+    /// Then logger threads start; every commit's after-images are logged, and a transaction is
+    /// durable once its epoch is at or below [`Database::durable_epoch`] (see
+    /// [`Worker::wait_durable`]). Returns what was recovered. Only protocols whose commit logs
+    /// (`occ`) support it; others get [`crate::DurabilityError::Unsupported`].
+    pub fn start_durability(
+        &mut self,
+    ) -> Result<crate::durability::Recovery, crate::durability::DurabilityError> {
+        P::start_durability(self)
+    }
+
+    /// The durable epoch (every transaction committed in it or before is on disk in every
+    /// logger's file), or `None` if durable operation has not started.
+    pub fn durable_epoch(&self) -> Option<u64> {
+        self.durable.as_ref().map(|d| d.logging.durable())
+    }
+
+    /// Waits until epoch `epoch` is durable; an error if durability is off or logging failed.
+    pub fn wait_durable(&self, epoch: u64) -> Result<(), crate::durability::DurabilityError> {
+        match &self.durable {
+            None => Err(crate::durability::DurabilityError::NotConfigured),
+            Some(d) => d.logging.wait(epoch),
+        }
+    }
+
+    /// Makes every table afresh, empty (recovery replaces what was loaded).
+    pub(crate) fn reset_tables(&mut self) {
+        self.tables = self
+            .specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Table::new(i as TableId, s.clone()))
+            .collect();
+        self.phantom_ts = (0..self.tables.len()).map(|_| Default::default()).collect();
+        self.graveyard.lock().clear();
+    }
+
     /// A new worker: the per-thread context that runs transactions. Create one per thread.
+    ///
+    /// Panics if [`Config::durability`] is set and [`Database::start_durability`] has not run:
+    /// its transactions would not be logged.
     pub fn worker(&self) -> Worker<'_, P> {
+        assert!(
+            self.config.durability.is_none() || self.durable.is_some(),
+            "Config::durability is set: call Database::start_durability after loading the tables, \
+             before running transactions"
+        );
         Worker::new(self, self.next_worker.fetch_add(1, Ordering::Relaxed))
     }
 

@@ -51,10 +51,31 @@ impl EpochClock {
         self.shared.epoch.load(Ordering::Acquire)
     }
 
+    /// A handle that reads the epoch from another thread (a logger), outliving no borrow.
+    pub(crate) fn reader(&self) -> EpochReader {
+        EpochReader(self.shared.clone())
+    }
+
     /// Raises the epoch to `epoch`; a value at or below the current epoch changes nothing, so the
     /// epoch never goes back.
     pub fn set(&self, epoch: u64) {
         self.shared.epoch.fetch_max(epoch, Ordering::AcqRel);
+    }
+}
+
+/// Reads the global epoch of an [`EpochClock`] from a thread that does not borrow the database.
+#[derive(Clone)]
+pub(crate) struct EpochReader(Arc<Shared>);
+
+impl EpochReader {
+    /// The current epoch.
+    pub(crate) fn current(&self) -> u64 {
+        self.0.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Raises the epoch to `epoch` (never lowers it).
+    pub(crate) fn set(&self, epoch: u64) {
+        self.0.epoch.fetch_max(epoch, Ordering::AcqRel);
     }
 }
 

@@ -28,6 +28,10 @@ pub enum TxError {
     /// The retry limit of the configuration was reached.
     #[error("gave up after {0} conflicting attempts")]
     TooManyRetries(u32),
+    /// Logging failed (a write or fsync error, a full disk): the database refuses commits rather
+    /// than acknowledge transactions that would not be durable.
+    #[error("not durable: {0}")]
+    NotDurable(String),
 }
 
 /// The conflict behind a [`TxError::Conflict`]; kept for statistics.

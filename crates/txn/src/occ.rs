@@ -24,6 +24,12 @@ impl Protocol for Occ {
         TidWord::new(word)
     }
 
+    fn start_durability(
+        db: &mut Database<Self>,
+    ) -> Result<crate::durability::Recovery, crate::durability::DurabilityError> {
+        crate::durability::start(db)
+    }
+
     #[allow(clippy::too_many_arguments)] // the hot read path; kept flat so it inlines
     #[inline]
     fn read_group(

@@ -28,6 +28,14 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     /// transaction boundary.
     const PHASED: bool = false;
 
+    /// Starts durable operation (see [`Database::start_durability`]); protocols whose commit does
+    /// not log, or whose metadata recovery cannot rebuild, refuse.
+    fn start_durability(
+        _db: &mut Database<Self>,
+    ) -> Result<crate::durability::Recovery, crate::durability::DurabilityError> {
+        Err(crate::durability::DurabilityError::Unsupported(Self::NAME))
+    }
+
     /// Metadata holding the TID word `word` (see [`crate::tid`]) for a new record or placeholder.
     fn new_meta(word: u64) -> Self::Meta;
 

@@ -168,6 +168,8 @@ pub struct TxState<M> {
     pub scratch: Vec<u8>,
     /// The phase the worker runs in (phased protocols; see [`crate::phase`]).
     pub phase: u64,
+    /// Durable operation's log buffers: install appends the commit's after-images to the slot's.
+    pub(crate) log: Option<std::sync::Arc<crate::durability::Logging>>,
     /// The worker's caller holds stashed transactions to rerun: a phased protocol may put off a
     /// phase in which they could not run.
     pub stash_pending: bool,
@@ -238,6 +240,7 @@ impl<M> TxState<M> {
             worker: 0,
             scratch: Vec::with_capacity(64),
             phase: 0,
+            log: None,
             stash_pending: false,
             split_writes: Vec::new(),
             split_bytes: Vec::new(),

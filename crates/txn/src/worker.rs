@@ -54,6 +54,9 @@ pub struct Worker<'db, P: Protocol> {
     /// How held locks are released (set by [`Worker::set_hold_locks`], for protocols with TID
     /// words); the worker's drop releases what it still holds.
     release_held: Option<ReleaseHeld<P>>,
+    /// The type (statistics index) of the transaction the last call of [`Worker::execute`]
+    /// committed (`None`: it did not commit).
+    committed_type: Option<usize>,
 }
 
 /// Releases the locks a held commit kept, publishing its TID (see [`Worker::set_hold_locks`]).
@@ -81,6 +84,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
         let mut state = TxState::new(db.max_row_words());
         state.slot = slot;
         state.worker = id;
+        state.log = db.durable.as_ref().map(|d| d.logging.clone());
         Worker {
             db,
             id,
@@ -104,6 +108,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
             no_wait: false,
             holding: false,
             release_held: None,
+            committed_type: None,
         }
     }
 
@@ -160,6 +165,13 @@ impl<'db, P: Protocol> Worker<'db, P> {
         }
         let mut attempt = 0u32;
         self.committed = 0;
+        self.committed_type = None;
+        if let Some(log) = &self.state.log
+            && let Some(why) = log.failure()
+        {
+            self.stats.of_type(ty).failures += 1;
+            return Err(TxError::NotDurable(why));
+        }
         loop {
             self.db.activity.enter(self.slot, self.db.epoch.current());
             if P::PHASED {
@@ -226,6 +238,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
                 Ok((value, tid)) => {
                     self.committed = tid;
                     self.holding = self.hold_locks && self.state.locks.iter().any(|l| l.held);
+                    self.committed_type = Some(ty);
                     let s = self.stats.of_type(ty);
                     s.committed += 1;
                     if timed {
@@ -281,6 +294,30 @@ impl<'db, P: Protocol> Worker<'db, P> {
     /// Whether the last commit still holds its write locks (see `Worker::set_hold_locks`).
     pub fn holds_locks(&self) -> bool {
         self.holding
+    }
+
+    /// The epoch of the transaction [`Worker::execute`] last committed, if it wrote (`None` if it
+    /// only read or did not commit): under durable operation it is durable once
+    /// [`Database::durable_epoch`] reaches this epoch (SiloR's epoch-based group commit).
+    pub fn commit_epoch(&self) -> Option<u64> {
+        (self.committed != 0).then(|| crate::tid::epoch_of(self.committed))
+    }
+
+    /// The type (the `ty` given to [`Worker::execute`]) of the transaction the last call
+    /// committed, or `None` if that call did not commit (an abort, an error).
+    pub fn committed_type(&self) -> Option<usize> {
+        self.committed_type
+    }
+
+    /// Waits until the transaction [`Worker::execute`] last committed is durable (at once if it
+    /// wrote nothing). An error if durable operation is off, or if logging failed: then the
+    /// transaction may be lost.
+    pub fn wait_durable(&self) -> Result<(), crate::durability::DurabilityError> {
+        match self.commit_epoch() {
+            Some(epoch) => self.db.wait_durable(epoch),
+            None if self.db.durable.is_some() => Ok(()),
+            None => Err(crate::durability::DurabilityError::NotConfigured),
+        }
     }
 
     /// Makes [`Worker::execute`] return [`TxError::Stashed`] instead of waiting when a phased protocol

@@ -116,6 +116,10 @@ impl Workload for Bank {
         }
     }
 
+    fn recovered<P: Protocol>(&mut self, _db: &Database<P>) -> Result<(), String> {
+        Ok(())
+    }
+
     fn rng<'a>(&self, thread: &'a mut BankThread) -> &'a mut SmallRng {
         &mut thread.rng
     }

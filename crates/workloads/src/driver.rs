@@ -11,6 +11,7 @@ use phasedb_txn::{
 use rand::rngs::SmallRng;
 
 use crate::Workload;
+use crate::durable_acks::{DurableAcks, DurableStats};
 
 /// How to run a benchmark.
 #[derive(Clone, Debug)]
@@ -20,6 +21,13 @@ pub struct BenchOptions {
     pub duration: Duration,
     pub seed: u64,
     pub config: Config,
+    /// Count a transaction only once it is durable (needs `config.durability`), and measure its
+    /// commit-to-durable latency ([`BenchResult::durable`]).
+    pub durable_results: bool,
+    /// With `durable_results`: print the transactions acknowledged durable so far, per type, to
+    /// stderr every 100 ms (`durable <seconds> <type>=<count> ...`), so a crash test knows what
+    /// was reported durable before it killed the process.
+    pub durable_progress: bool,
 }
 
 /// What a benchmark run measured.
@@ -44,14 +52,45 @@ pub struct BenchResult {
     /// CPU time the worker threads used in the measured window (all workers together). Committed
     /// transactions per CPU second compare protocols even when other processes take CPU time.
     pub worker_cpu: Duration,
+    /// What starting durable operation recovered (with `config.durability`).
+    pub recovery: Option<phasedb_txn::Recovery>,
+    /// With [`BenchOptions::durable_results`]: transactions acknowledged durable and their
+    /// commit-to-durable latency.
+    pub durable: Option<DurableStats>,
 }
 
 impl BenchResult {
     /// Committed transactions per second over the measured window.
+    /// With [`BenchOptions::durable_results`], only transactions acknowledged durable count.
     pub fn throughput(&self) -> f64 {
-        self.stats.total().committed as f64 / self.measured.as_secs_f64()
+        let counted = match &self.durable {
+            Some(d) => d.durable,
+            None => self.stats.total().committed,
+        };
+        counted as f64 / self.measured.as_secs_f64()
+    }
+
+    /// A run that did not start: `why` in its check.
+    fn not_started<W: Workload>(workload: &W, protocol: &'static str, why: String) -> BenchResult {
+        BenchResult {
+            protocol,
+            stats: Stats::default(),
+            txn_types: workload.txn_types(),
+            measured: Duration::ZERO,
+            load_seconds: 0.0,
+            memory_bytes: 0,
+            check: Err(why),
+            history: Default::default(),
+            protocol_report: Vec::new(),
+            worker_cpu: Duration::ZERO,
+            recovery: None,
+            durable: None,
+        }
     }
 }
+
+/// How often `durable_progress` prints.
+const PRINT_EVERY: Duration = Duration::from_millis(100);
 
 const WARMUP: u8 = 0;
 const MEASURE: u8 = 1;
@@ -68,6 +107,34 @@ pub fn run_bench<P: Protocol, W: Workload>(
     let load_start = Instant::now();
     let mut db = Database::<P>::open(opts.config.clone());
     workload.setup(&mut db);
+    let mut recovery = None;
+    if opts.config.durability.is_some() {
+        match db.start_durability() {
+            Ok(r) => {
+                if !r.fresh
+                    && let Err(e) = workload.recovered(&db)
+                {
+                    return BenchResult::not_started(workload, P::NAME, e);
+                }
+                if opts.durable_progress {
+                    let tables: Vec<String> = r
+                        .table_records
+                        .iter()
+                        .map(|(name, n)| format!("{name}={n}"))
+                        .collect();
+                    eprintln!("recovered epoch {} {}", r.durable_epoch, tables.join(" "));
+                }
+                recovery = Some(r);
+            }
+            Err(e) => return BenchResult::not_started(workload, P::NAME, e.to_string()),
+        }
+    } else if opts.durable_results {
+        return BenchResult::not_started(
+            workload,
+            P::NAME,
+            "durable results need a data directory".into(),
+        );
+    }
     let load_seconds = load_start.elapsed().as_secs_f64();
     let workload = &*workload;
     let phase = AtomicU8::new(WARMUP);
@@ -79,16 +146,28 @@ pub fn run_bench<P: Protocol, W: Workload>(
     let mut measured = Duration::ZERO;
     let mut merged = Stats::default();
     let mut worker_cpu = Duration::ZERO;
+    let types = workload.txn_types();
+    let mut durable = opts
+        .durable_results
+        .then(|| DurableAcks::new(opts.config.epoch_interval, types.len()).into_stats());
+    // Per worker and type, transactions acknowledged durable so far.
+    let acked: Vec<Vec<CachePadded<AtomicU64>>> = (0..opts.threads)
+        .map(|_| (0..types.len()).map(|_| Default::default()).collect())
+        .collect();
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..opts.threads)
             .map(|i| {
                 let (db, phase, counters, ready, failed) =
                     (&db, &phase, &counters, &ready, &failed);
+                let (acked, types) = (&acked[i], types.len());
                 s.spawn(move || {
                     let mut worker = db.worker();
                     counters[i].store(0, Ordering::Relaxed);
                     let mut th = workload.thread(i, opts.seed);
                     let mut stash = Stash::new::<P>(&mut worker);
+                    let mut acks = opts
+                        .durable_results
+                        .then(|| DurableAcks::new(opts.config.epoch_interval, types));
                     ready.fetch_add(1, Ordering::AcqRel);
                     let mut measuring = false;
                     let mut cpu_start = Duration::ZERO;
@@ -101,13 +180,27 @@ pub fn run_bench<P: Protocol, W: Workload>(
                         if p == MEASURE && !measuring {
                             measuring = true;
                             worker.stats_mut().reset();
+                            if let Some(a) = &mut acks {
+                                a.reset();
+                            }
                             cpu_start = thread_cpu_time();
                         }
-                        if let Err(e) = stash.run_one(workload, &mut th, &mut worker)
-                            && !matches!(e, phasedb_txn::TxError::UserAbort)
-                            && !failed.swap(true, Ordering::Relaxed)
-                        {
-                            eprintln!("worker {i}: transaction failed: {e}");
+                        match stash.run_one(workload, &mut th, &mut worker) {
+                            Ok(()) => {
+                                if let Some(a) = &mut acks {
+                                    a.committed(db, &worker);
+                                }
+                            }
+                            Err(e) => {
+                                if !matches!(e, phasedb_txn::TxError::UserAbort)
+                                    && !failed.swap(true, Ordering::Relaxed)
+                                {
+                                    eprintln!("worker {i}: transaction failed: {e}");
+                                }
+                            }
+                        }
+                        if let Some(a) = &mut acks {
+                            a.poll(db, measuring, acked);
                         }
                         done += 1;
                         counters[i].store(done, Ordering::Relaxed);
@@ -118,7 +211,11 @@ pub fn run_bench<P: Protocol, W: Workload>(
                         Duration::ZERO
                     };
                     workload.finish(th);
-                    (worker.stats().clone(), cpu)
+                    (
+                        worker.stats().clone(),
+                        cpu,
+                        acks.map(DurableAcks::into_stats),
+                    )
                 })
             })
             .collect();
@@ -133,23 +230,49 @@ pub fn run_bench<P: Protocol, W: Workload>(
                 .sum::<u64>()
         };
         let tick = Duration::from_millis(20);
+        let mut last_print = Instant::now();
+        let mut print_durable = |force: bool| {
+            if !(opts.durable_progress && (force || last_print.elapsed() >= PRINT_EVERY)) {
+                return;
+            }
+            last_print = Instant::now();
+            let counts: Vec<String> = types
+                .iter()
+                .enumerate()
+                .map(|(t, name)| {
+                    let n: u64 = acked.iter().map(|w| w[t].load(Ordering::Relaxed)).sum();
+                    format!("{name}={n}")
+                })
+                .collect();
+            eprintln!(
+                "durable {:.3} {}",
+                start.elapsed().as_secs_f64(),
+                counts.join(" ")
+            );
+        };
         while start.elapsed() < opts.warmup {
             std::thread::sleep(tick.min(opts.warmup.saturating_sub(start.elapsed())));
             progress(start.elapsed(), sum());
+            print_durable(false);
         }
         let measure_start = Instant::now();
         phase.store(MEASURE, Ordering::Relaxed);
         while measure_start.elapsed() < opts.duration {
             std::thread::sleep(tick.min(opts.duration.saturating_sub(measure_start.elapsed())));
             progress(start.elapsed(), sum());
+            print_durable(false);
         }
         phase.store(STOP, Ordering::Relaxed);
         measured = measure_start.elapsed();
         for h in handles {
-            let (stats, cpu) = h.join().expect("benchmark worker panicked");
+            let (stats, cpu, acks) = h.join().expect("benchmark worker panicked");
             merged.merge(&stats);
             worker_cpu += cpu;
+            if let (Some(d), Some(a)) = (&mut durable, &acks) {
+                d.merge(a);
+            }
         }
+        print_durable(true);
     });
     db.settle();
     let protocol_report = db.protocol_report();
@@ -168,6 +291,8 @@ pub fn run_bench<P: Protocol, W: Workload>(
         history: db.take_history(),
         protocol_report,
         worker_cpu,
+        recovery,
+        durable,
     }
 }
 

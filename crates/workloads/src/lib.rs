@@ -5,6 +5,7 @@
 pub mod append;
 pub mod bank;
 mod driver;
+mod durable_acks;
 pub mod incr;
 pub mod like;
 pub mod rubis;
@@ -12,6 +13,7 @@ pub mod tpcc;
 pub mod ycsb;
 
 pub use driver::{BenchOptions, BenchResult, run_bench};
+pub use durable_acks::DurableStats;
 pub use phasedb_keys::Zipf;
 
 use phasedb_txn::{Database, Protocol, TxResult, Worker};
@@ -57,6 +59,18 @@ pub trait Workload: Sync {
     /// while the database records its history); taken once, after [`Workload::check`].
     fn take_observed(&self) -> Option<phasedb_check::ListAppendHistory> {
         None
+    }
+
+    /// Prepares to run on a database recovered from a data directory (after
+    /// [`Database::start_durability`] replaced the loaded rows): a workload whose generators
+    /// depend on what earlier runs inserted picks up from the recovered rows. Workloads that keep
+    /// state outside the database (counts their check compares against) refuse.
+    fn recovered<P: Protocol>(&mut self, _db: &Database<P>) -> Result<(), String> {
+        Err(format!(
+            "{} keeps state outside the database, so it cannot run on a recovered one \
+             (--data-dir with an existing database runs ycsb, tpcc and bank)",
+            self.name()
+        ))
     }
 
     /// The workload's settings, for reports.

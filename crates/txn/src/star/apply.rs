@@ -67,7 +67,7 @@ impl<P: Protocol<Meta = TidWord>> Database<P> {
 }
 
 /// Applies one checked record; `row` is scratch for its columns.
-fn apply_record<P: Protocol<Meta = TidWord>>(
+pub(crate) fn apply_record<P: Protocol<Meta = TidWord>>(
     db: &Database<P>,
     r: &Record<'_>,
     guard: &Guard,
@@ -308,7 +308,7 @@ fn note_tombstone<P: Protocol<Meta = TidWord>>(
 }
 
 /// Writes the carried columns' bytes `data` into the row image `row`, every other byte zero.
-fn unpack(schema: &Schema, columns: u64, data: &[u8], row: &mut [u64]) {
+pub(crate) fn unpack(schema: &Schema, columns: u64, data: &[u8], row: &mut [u64]) {
     row.fill(0);
     let mut buf = RowBuf::new(schema, row);
     let bytes = buf.as_bytes_mut();

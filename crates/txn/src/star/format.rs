@@ -201,6 +201,10 @@ pub(crate) struct Decoder<'a, F> {
     left: u32,
     schema_of: F,
     failed: bool,
+    /// The smallest TID accepted: 1, or 0 for checkpoint images (loaded rows carry TID 0).
+    min_tid: u64,
+    /// The largest batch accepted ([`MAX_BATCH_BYTES`] for replication).
+    limit: usize,
 }
 
 impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Decoder<'a, F> {
@@ -212,7 +216,21 @@ impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Decoder<'a, F> {
             left: 0,
             schema_of,
             failed: false,
+            min_tid: 1,
+            limit: MAX_BATCH_BYTES,
         }
+    }
+
+    /// Accepts TID 0 too: the rows of a checkpoint image, where loaded rows carry TID 0.
+    pub fn with_zero_tids(mut self) -> Self {
+        self.min_tid = 0;
+        self
+    }
+
+    /// Accepts a batch of any size: a block of a durable file, already bounded by its framing.
+    pub fn unbounded(mut self) -> Self {
+        self.limit = usize::MAX;
+        self
     }
 
     /// The varint at the read position, or why there is none: the batch ends first (`None`
@@ -261,7 +279,7 @@ impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Decoder<'a, F> {
         let table = table as TableId;
         let key = varint(self, "key")?;
         let tid = varint(self, "TID")?;
-        if tid == 0 || tid > TID_MASK {
+        if tid < self.min_tid || tid > TID_MASK {
             return Err(ReplicationError::BadTid { at, tid });
         }
         let (columns, data) = match kind {
@@ -288,10 +306,10 @@ impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Decoder<'a, F> {
     }
 
     fn step(&mut self) -> Option<Result<Record<'a>, ReplicationError>> {
-        if self.pos == 0 && self.bytes.len() > MAX_BATCH_BYTES {
+        if self.pos == 0 && self.bytes.len() > self.limit {
             return Some(Err(ReplicationError::Oversized {
                 len: self.bytes.len(),
-                max: MAX_BATCH_BYTES,
+                max: self.limit,
             }));
         }
         while self.left == 0 {

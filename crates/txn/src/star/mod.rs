@@ -28,9 +28,9 @@
 //! before tombstones of that phase may be unlinked). What it does not do: the phase switching,
 //! routing and fences themselves, recovery (§7.2) and durability.
 
-mod apply;
+pub(crate) mod apply;
 mod digest;
-mod format;
+pub(crate) mod format;
 mod protocol;
 mod replicate;
 

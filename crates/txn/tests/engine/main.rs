@@ -5,6 +5,7 @@ mod api;
 mod common;
 mod commute;
 mod doppel;
+mod durability;
 mod elle;
 mod hold_locks;
 mod hot;

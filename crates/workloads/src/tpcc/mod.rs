@@ -242,6 +242,20 @@ impl Workload for Tpcc {
         load::load(db, &self.tables, self.cfg.warehouses, self.c_load);
     }
 
+    /// History rows are keyed by their inserting thread's number: new threads number on from the
+    /// highest number a recovered row carries.
+    fn recovered<P: Protocol>(&mut self, db: &Database<P>) -> Result<(), String> {
+        let mut highest = 0;
+        db.for_each_row_quiescent(self.tables.history, |key, _| {
+            highest = highest.max(schema::history_origin_of(key));
+        });
+        if highest >= schema::MAX_HISTORY_ORIGIN - phasedb_txn::MAX_WORKERS as u32 {
+            return Err("the recovered history table has used up its thread numbers".into());
+        }
+        self.threads.store(highest, Ordering::Relaxed);
+        Ok(())
+    }
+
     fn rng<'a>(&self, thread: &'a mut TpccThread) -> &'a mut SmallRng {
         &mut thread.rng
     }

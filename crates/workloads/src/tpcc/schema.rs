@@ -426,6 +426,11 @@ pub fn history_key(w: u32, origin: u32, seq: u32) -> u64 {
         .key()
 }
 
+/// The origin a history key holds (see [`history_key`]).
+pub fn history_origin_of(key: u64) -> u32 {
+    ((key >> SEQ_BITS) & ((1 << ORIGIN_BITS) - 1)) as u32
+}
+
 /// Largest origin a history key can hold.
 pub const MAX_HISTORY_ORIGIN: u32 = (1 << ORIGIN_BITS) - 1;
 

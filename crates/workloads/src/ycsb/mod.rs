@@ -224,6 +224,10 @@ impl Workload for Ycsb {
         &mut thread.rng
     }
 
+    fn recovered<P: Protocol>(&mut self, _db: &Database<P>) -> Result<(), String> {
+        Ok(())
+    }
+
     fn thread(&self, index: usize, seed: u64) -> YcsbThread {
         let mut rng =
             SmallRng::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));

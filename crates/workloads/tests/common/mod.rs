@@ -30,6 +30,8 @@ pub fn run<P: Protocol, W: Workload>(
         warmup: Duration::from_millis(if record { 0 } else { 50 }),
         duration: Duration::from_millis(millis),
         seed,
+        durable_results: false,
+        durable_progress: false,
         config: Config {
             record_history: record,
             ..Config::default()

@@ -39,6 +39,8 @@ fn run<P: Protocol>(
         warmup: Duration::ZERO,
         duration: Duration::from_millis(millis),
         seed,
+        durable_results: false,
+        durable_progress: false,
         config,
     };
     let mut w = Append::new(cfg);

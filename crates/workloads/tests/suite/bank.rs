@@ -28,6 +28,8 @@ fn run<P: Protocol>(cfg: BankConfig, threads: usize, millis: u64, seed: u64) -> 
         warmup: Duration::from_millis(50),
         duration: Duration::from_millis(millis),
         seed,
+        durable_results: false,
+        durable_progress: false,
         config: Config::default(),
     };
     let result = run_bench::<P, _>(&mut bank, &opts, |_, _| {});

@@ -17,6 +17,8 @@ fn counts_every_increment<P: Protocol>(choice: KeyChoice) {
         warmup: Duration::ZERO,
         duration: Duration::from_millis(150),
         seed: 3,
+        durable_results: false,
+        durable_progress: false,
         config: Config::default(),
     };
     let r = run_bench::<P, _>(&mut w, &opts, |_, _| {});

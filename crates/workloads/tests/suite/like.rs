@@ -70,6 +70,8 @@ fn run<P: Protocol>() -> BenchResult {
         warmup: Duration::from_millis(100),
         duration: Duration::from_millis(400),
         seed: 5,
+        durable_results: false,
+        durable_progress: false,
         config: Config {
             phase_length: Duration::from_millis(10),
             ..Config::default()

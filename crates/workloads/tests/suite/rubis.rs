@@ -313,6 +313,8 @@ fn doppel_splits_hot_items_and_never_stashes_the_rewritten_writes() {
         warmup: Duration::from_millis(50),
         duration: Duration::from_millis(400),
         seed: seed(),
+        durable_results: false,
+        durable_progress: false,
         config,
     };
     let r = run_bench::<Doppel, _>(&mut rubis, &opts, |_, _| {});

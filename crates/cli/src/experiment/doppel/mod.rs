@@ -47,6 +47,8 @@ pub fn options(s: &Settings, threads: usize, phase: Duration) -> BenchOptions {
         warmup: s.warmup,
         duration: s.duration,
         seed: s.seed,
+        durable_results: false,
+        durable_progress: false,
         config: Config {
             max_retries: Some(MAX_RETRIES),
             phase_length: phase,

@@ -40,6 +40,8 @@ pub fn sweep<W: Workload>(s: &Settings, make: impl Fn(bool) -> W) -> Vec<Row> {
                     warmup: s.warmup,
                     duration: s.duration,
                     seed: s.seed,
+                    durable_results: false,
+                    durable_progress: false,
                     config: Config {
                         max_retries: Some(MAX_RETRIES),
                         ..Config::default()

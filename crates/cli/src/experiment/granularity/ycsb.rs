@@ -99,6 +99,8 @@ fn fine_overhead(s: &Settings) -> Claim {
         warmup: s.warmup,
         duration: s.duration,
         seed: s.seed,
+        durable_results: false,
+        durable_progress: false,
         config: Config::default(),
     };
     let throughput = |fine: bool| {

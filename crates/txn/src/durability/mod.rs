@@ -1,0 +1,156 @@
+//! Durability as SiloR does it (Zheng et al., "Fast Databases with Fast Durability and Recovery
+//! Through Multicore Parallelism", OSDI 2014): value logging per worker, epoch-based group commit,
+//! checkpoints and parallel recovery with the Thomas write rule.
+//!
+//! - **Logging** (`buffer.rs`, §4.1): a committing worker appends the after-images of the column
+//!   groups it wrote (with its TID; deletes as deletes) to its own buffer while it holds the write
+//!   locks. Records use STAR's replication record format (`crate::star` `format.rs`): one encoder,
+//!   one checked decoder, one Thomas-write-rule apply path for replicas and recovery alike.
+//! - **Group commit** (`logger.rs`, §4.2): logger threads swap the buffers out, write them in
+//!   checksummed blocks (`block.rs`) to a file each, fsync, and mark the epoch up to which their
+//!   file is complete. The *durable epoch* is the smallest mark over all loggers; a transaction is
+//!   durable once its epoch is at or below it ([`crate::Worker::commit_epoch`],
+//!   [`crate::Worker::wait_durable`], [`crate::Database::durable_epoch`]).
+//! - **Checkpoints** (`checkpoint.rs`, §4.3): an image of every table with its TIDs, one file per
+//!   table written in parallel, made complete by an atomic rename.
+//! - **Recovery** (`recovery.rs`, §5): the newest checkpoint that verifies (else the one before),
+//!   then every log file replayed in parallel up to its generation's durable epoch, each record
+//!   applied to a group only if its TID is newer (Thomas write rule); indexes are rebuilt as rows
+//!   are inserted. A torn tail ends a file at its last whole block, and records past the durable
+//!   epoch are dropped, so recovery ends at the last epoch durable on every logger.
+//! - **Start** (`start.rs`): [`crate::Database::start_durability`] checks the directory's
+//!   manifest (`manifest.rs`: format version and schema), recovers or writes the first image,
+//!   starts a new log *generation* (a log file per logger), and starts the loggers.
+//!
+//! Data directory layout: `MANIFEST`, `ckpt-<seq>/` (`meta`, `t<table>.img`) and
+//! `log-<generation>-<logger>.log`. Each start after a recovery writes a fresh checkpoint of the
+//! recovered state and deletes what the two newest checkpoints no longer need (log truncation).
+
+mod block;
+mod buffer;
+mod checkpoint;
+mod logger;
+mod manifest;
+mod recovery;
+mod start;
+
+pub(crate) use start::start;
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+pub(crate) use logger::{Loggers, Logging};
+
+/// When loggers fsync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// After every group of buffers written (SiloR's group commit): durable means on disk.
+    Group,
+    /// Never: durable means handed to the operating system. For measuring logging without the
+    /// disk; a machine crash can lose what a process crash cannot.
+    None,
+}
+
+/// Settings of durable operation ([`crate::Config::durability`]).
+#[derive(Clone, Debug)]
+pub struct Durability {
+    /// The data directory (created if missing).
+    pub dir: PathBuf,
+    /// When loggers fsync.
+    pub fsync: FsyncPolicy,
+    /// Number of logger threads, each with a log file of its own.
+    pub loggers: usize,
+    /// A simulated disk capacity per log file: a logger write that would pass it fails as a full
+    /// disk does (testing the failure path). `None` in normal use.
+    pub disk_limit_bytes: Option<u64>,
+}
+
+impl Durability {
+    /// Durable operation in `dir`: group fsync, one logger.
+    pub fn new(dir: impl Into<PathBuf>) -> Durability {
+        Durability {
+            dir: dir.into(),
+            fsync: FsyncPolicy::Group,
+            loggers: 1,
+            disk_limit_bytes: None,
+        }
+    }
+}
+
+/// What [`crate::Database::start_durability`] found and did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Recovery {
+    /// The directory held no database: the loaded rows were written as its first checkpoint.
+    pub fresh: bool,
+    /// The checkpoint loaded (its sequence number).
+    pub checkpoint: Option<u64>,
+    /// Newer checkpoints that failed to verify and were passed over, with the reason.
+    pub skipped_checkpoints: Vec<String>,
+    /// Rows loaded from the checkpoint.
+    pub checkpoint_rows: u64,
+    /// Log records replayed (each applied with the Thomas write rule).
+    pub log_records: u64,
+    /// Log records left out: beyond their generation's durable epoch, or before the checkpoint.
+    pub dropped_records: u64,
+    /// Bytes cut from torn or corrupt log tails.
+    pub torn_bytes: u64,
+    /// The newest epoch recovered (every transaction of it and before that was durable is back).
+    pub durable_epoch: u64,
+    /// Seconds spent recovering (checkpoint, logs and the new checkpoint).
+    pub seconds: f64,
+    /// Of them, seconds replaying logs.
+    pub replay_seconds: f64,
+    /// Per table (by name), the records linked after recovery (rows, and tombstones of deletes
+    /// replayed that workers have not unlinked yet).
+    pub table_records: Vec<(String, u64)>,
+}
+
+/// Why durable operation could not start or go on.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum DurabilityError {
+    #[error("cannot {what} {path}: {error}")]
+    Io {
+        what: String,
+        path: PathBuf,
+        error: String,
+    },
+    #[error(
+        "{0} is not a phasedb data directory (it holds other files and no phasedb MANIFEST); use an empty or new directory"
+    )]
+    NotADataDirectory(PathBuf),
+    #[error("data directory {dir} has format version {found}; this build reads version {expected}")]
+    Version {
+        dir: PathBuf,
+        found: String,
+        expected: u32,
+    },
+    #[error("data directory {dir} was written for another schema: {detail}")]
+    Schema { dir: PathBuf, detail: String },
+    #[error("data directory {dir} has no complete checkpoint to recover from: {detail}")]
+    NoCheckpoint { dir: PathBuf, detail: String },
+    #[error("log file {path} is corrupt inside a block whose checksum holds: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("protocol {0} does not support durability (supported: occ)")]
+    Unsupported(&'static str),
+    #[error("durability needs epochs: Config::epoch_interval must be nonzero")]
+    NoEpochs,
+    #[error("Config::durability is not set")]
+    NotConfigured,
+    #[error("durability needs at least one logger")]
+    NoLoggers,
+    #[error("durability was already started")]
+    AlreadyStarted,
+    #[error("logging failed, commits are refused: {0}")]
+    Failed(String),
+}
+
+impl DurabilityError {
+    pub(crate) fn io(what: &str, path: &Path, e: std::io::Error) -> DurabilityError {
+        DurabilityError::Io {
+            what: what.to_string(),
+            path: path.to_path_buf(),
+            error: e.to_string(),
+        }
+    }
+}

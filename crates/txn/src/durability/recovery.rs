@@ -1,0 +1,186 @@
+//! Parallel log replay (SiloR §5.2): every log file of the generations after the checkpoint is
+//! read and applied by its own thread; order does not matter, because each record reaches a
+//! column group only if its TID is newer than the group's (the Thomas write rule of
+//! `crate::star` `apply.rs`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use phasedb_storage::TableId;
+
+use super::DurabilityError;
+use super::block::{self, Kind};
+use super::checkpoint::Checkpoint;
+use crate::database::Database;
+use crate::protocol::Protocol;
+use crate::star::Applied;
+use crate::star::apply::apply_record;
+use crate::star::format::Decoder;
+use crate::tid::{TidWord, epoch_of};
+
+/// A log file of a data directory, read and framed.
+pub(crate) struct LogScan {
+    pub path: PathBuf,
+    pub generation: u64,
+    pub bytes: Vec<u8>,
+    /// Length of the trusted prefix (whole blocks).
+    pub whole: usize,
+    /// The last durable marker in the trusted prefix (0: none).
+    pub marker: u64,
+}
+
+/// The name of logger `logger`'s file in generation `generation`.
+pub(crate) fn file_name(generation: u64, logger: usize) -> String {
+    format!("log-{generation:08}-{logger:03}.log")
+}
+
+/// The generation of a log file named by [`file_name`].
+pub(crate) fn generation_of(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix("log-")?.strip_suffix(".log")?;
+    rest.split('-').next()?.parse().ok()
+}
+
+/// Reads and frames every log file of `dir` of generation `from` or later, in parallel.
+pub(crate) fn scan(dir: &Path, from: u64) -> Result<Vec<LogScan>, DurabilityError> {
+    let mut paths = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| DurabilityError::io("list", dir, e))? {
+        let entry = entry.map_err(|e| DurabilityError::io("list", dir, e))?;
+        if let Some(g) = entry.file_name().to_str().and_then(generation_of)
+            && g >= from
+        {
+            paths.push((entry.path(), g));
+        }
+    }
+    paths.sort();
+    parallel(&paths, |(path, generation)| {
+        let bytes = fs::read(path).map_err(|e| DurabilityError::io("read", path, e))?;
+        let (blocks, whole) = block::read(&bytes);
+        let marker = blocks
+            .iter()
+            .rev()
+            .find(|(k, p)| *k == Kind::Durable && p.len() == 8)
+            .map_or(0, |(_, p)| {
+                u64::from_le_bytes((*p).try_into().expect("8 bytes"))
+            });
+        Ok(LogScan {
+            path: path.clone(),
+            generation: *generation,
+            bytes,
+            whole,
+            marker,
+        })
+    })
+}
+
+/// Per generation, the epoch durable on every one of its loggers: the smallest last marker.
+pub(crate) fn durable_epochs(logs: &[LogScan]) -> BTreeMap<u64, u64> {
+    let mut d = BTreeMap::new();
+    for l in logs {
+        d.entry(l.generation)
+            .and_modify(|e: &mut u64| *e = (*e).min(l.marker))
+            .or_insert(l.marker);
+    }
+    d
+}
+
+/// What replay did.
+#[derive(Default)]
+pub(crate) struct Replayed {
+    pub applied: u64,
+    pub dropped: u64,
+}
+
+/// Replays `logs` over the checkpoint `base` loaded into `db`: a record of generation `g` is
+/// applied if its epoch is at most `durable[g]` and, in the checkpoint's own generation, not
+/// before the checkpoint's start epoch.
+pub(crate) fn replay<P: Protocol<Meta = TidWord>>(
+    db: &Database<P>,
+    logs: &[LogScan],
+    durable: &BTreeMap<u64, u64>,
+    base: &Checkpoint,
+) -> Result<Replayed, DurabilityError> {
+    let parts = parallel(logs, |log| {
+        let d = durable[&log.generation];
+        let from = if log.generation == base.generation {
+            base.start_epoch
+        } else {
+            0
+        };
+        let schema_of = |t: TableId| db.tables.get(t as usize).map(|t| t.schema());
+        let guard = phasedb_storage::pin();
+        let mut row = vec![0u64; db.max_row_words()];
+        let mut tombstones = VecDeque::new();
+        let mut out = Applied::default();
+        let mut done = Replayed::default();
+        for (kind, payload) in block::read(&log.bytes[..log.whole]).0 {
+            if kind != Kind::Records {
+                continue;
+            }
+            for r in Decoder::new(payload, schema_of).unbounded() {
+                let r = r.map_err(|e| DurabilityError::Corrupt {
+                    path: log.path.clone(),
+                    detail: e.to_string(),
+                })?;
+                let e = epoch_of(r.tid);
+                if e > d || e < from {
+                    done.dropped += 1;
+                    continue;
+                }
+                apply_record(db, &r, &guard, &mut row, &mut out, &mut tombstones);
+                done.applied += 1;
+            }
+        }
+        db.adopt_limbo(&mut tombstones);
+        Ok(done)
+    })?;
+    Ok(parts
+        .into_iter()
+        .fold(Replayed::default(), |a, b| Replayed {
+            applied: a.applied + b.applied,
+            dropped: a.dropped + b.dropped,
+        }))
+}
+
+/// Runs `f` on every item on up to one thread per core; the results in item order, or the first
+/// error.
+fn parallel<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R, DurabilityError> + Sync,
+) -> Result<Vec<R>, DurabilityError> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len())
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let mut results: Vec<Option<Result<R, DurabilityError>>> =
+        (0..items.len()).map(|_| None).collect();
+    let done = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else {
+                            return mine;
+                        };
+                        mine.push((i, f(item)));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("recovery thread panicked"))
+            .collect::<Vec<_>>()
+    });
+    for (i, r) in done {
+        results[i] = Some(r);
+    }
+    results
+        .into_iter()
+        .map(|r| r.expect("every item ran"))
+        .collect()
+}

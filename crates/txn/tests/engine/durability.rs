@@ -1,0 +1,307 @@
+//! Durable operation (SiloR): logging, group commit, recovery from checkpoint and logs, torn
+//! tails, schema checks, checkpoint fallback and the failure path.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use phasedb_txn::{
+    ColumnType, Config, Database, Durability, DurabilityError, Occ, Schema, TableId, TableSpec,
+    TicToc, TxError,
+};
+
+const ACCOUNTS: u64 = 64;
+const INITIAL: i64 = 1_000;
+
+/// A fresh directory under the system's temporary directory, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "phasedb-durability-{name}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn config(dir: &Path, loggers: usize, epoch: Duration) -> Config {
+    let mut d = Durability::new(dir);
+    d.loggers = loggers;
+    Config {
+        epoch_interval: epoch,
+        durability: Some(d),
+        ..Config::default()
+    }
+}
+
+/// Opens a bank database on `config`: accounts with a balance and a note in another group, loaded
+/// with `initial` each (the load a recovery replaces).
+fn bank(config: Config, initial: i64) -> (Database<Occ>, TableId) {
+    let mut db = Database::<Occ>::open(config);
+    let schema = Schema::builder()
+        .column("balance", ColumnType::I64, 0)
+        .column("note", ColumnType::U64, 1)
+        .build()
+        .unwrap();
+    let t = db.create_table(TableSpec::new("accounts", schema, 128).ordered());
+    for a in 0..ACCOUNTS {
+        db.load(t, a, |r| r.set_i64(0, initial)).unwrap();
+    }
+    (db, t)
+}
+
+/// Every present row as (key, balance, note).
+fn rows(db: &Database<Occ>, t: TableId) -> Vec<(u64, i64, u64)> {
+    let mut out = Vec::new();
+    db.for_each_row_quiescent(t, |k, r| out.push((k, r.i64(0), r.u64(1))));
+    out.sort();
+    out
+}
+
+/// Transfers between accounts, plus inserts and deletes of keys above the accounts, `n` times on
+/// one worker (seeded by `seed`); returns the last commit's epoch.
+fn run(db: &Database<Occ>, t: TableId, n: u64, seed: u64) -> u64 {
+    let mut w = db.worker();
+    let mut x = seed | 1;
+    for i in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (from, to) = (x % ACCOUNTS, (x >> 20) % ACCOUNTS);
+        let amount = (x >> 40) as i64 % 50;
+        w.execute(0, |tx| {
+            let a = tx.get(t, from)?.unwrap().i64(0);
+            tx.update(t, from, |r| {
+                r.set_i64(0, a - amount);
+                r.set_u64(1, seed + i);
+            })?;
+            let b = tx.get(t, to)?.unwrap().i64(0);
+            tx.update(t, to, |r| r.set_i64(0, b + amount))?;
+            let extra = ACCOUNTS + (x >> 30) % 16;
+            if tx.get(t, extra)?.is_some() {
+                tx.delete(t, extra)?;
+            } else {
+                tx.insert(t, extra, |r| r.set_u64(1, i))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    w.commit_epoch().expect("the last transaction wrote")
+}
+
+fn total(rows: &[(u64, i64, u64)]) -> i64 {
+    rows.iter().map(|r| r.1).sum()
+}
+
+#[test]
+fn durable_commits_survive_a_restart_and_the_bank_total_holds() {
+    let dir = TempDir::new("restart");
+    let expected = {
+        let (mut db, t) = bank(config(&dir.0, 2, Duration::from_millis(5)), INITIAL);
+        let r = db.start_durability().unwrap();
+        assert!(r.fresh);
+        std::thread::scope(|s| {
+            for seed in [1, 2] {
+                let db = &db;
+                s.spawn(move || {
+                    let epoch = run(db, t, 300, seed);
+                    db.wait_durable(epoch).unwrap();
+                    assert!(db.durable_epoch().unwrap() >= epoch);
+                });
+            }
+        });
+        rows(&db, t)
+    };
+    assert_eq!(total(&expected), ACCOUNTS as i64 * INITIAL);
+    // Reopened with other loaded values: recovery replaces them.
+    let (mut db, t) = bank(config(&dir.0, 1, Duration::from_millis(5)), 7);
+    let r = db.start_durability().unwrap();
+    assert!(!r.fresh);
+    assert_eq!(r.checkpoint, Some(1));
+    assert_eq!(r.checkpoint_rows, ACCOUNTS);
+    // Two updates (one if both accounts are the same) and an insert or delete each.
+    assert!(r.log_records >= 600 * 2, "{r:?}");
+    assert_eq!(rows(&db, t), expected);
+    // The recovered database runs on, with TIDs above the recovered ones.
+    let epoch = run(&db, t, 50, 3);
+    db.wait_durable(epoch).unwrap();
+    assert_eq!(total(&rows(&db, t)), ACCOUNTS as i64 * INITIAL);
+}
+
+#[test]
+fn recovering_twice_gives_the_same_state_and_logs_are_truncated() {
+    let dir = TempDir::new("twice");
+    let expected = {
+        let (mut db, t) = bank(config(&dir.0, 2, Duration::from_millis(5)), INITIAL);
+        db.start_durability().unwrap();
+        run(&db, t, 200, 5);
+        rows(&db, t)
+    };
+    for round in 0..3 {
+        let (mut db, t) = bank(config(&dir.0, 2, Duration::from_millis(5)), 0);
+        let r = db.start_durability().unwrap();
+        assert_eq!(rows(&db, t), expected, "round {round}: {r:?}");
+    }
+    // Two checkpoints kept; logs only from the older one's generation on.
+    let mut names: Vec<String> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("ckpt-")).count(),
+        2,
+        "{names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.starts_with("log-00000001")),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn a_torn_log_tail_is_cut_and_recovery_ends_at_the_last_durable_epoch() {
+    // Epochs move only by hand (the interval is far longer than the test).
+    for cut_in_half in [false, true] {
+        let dir = TempDir::new("torn");
+        let log = dir.0.join("log-00000001-000.log");
+        let (durable_len, at_durable) = {
+            let (mut db, t) = bank(config(&dir.0, 1, Duration::from_secs(3600)), INITIAL);
+            db.start_durability().unwrap();
+            let e = run(&db, t, 100, 11);
+            db.set_epoch(e + 1);
+            db.wait_durable(e).unwrap();
+            let state = rows(&db, t);
+            let len = std::fs::metadata(&log).unwrap().len();
+            // Not durable before the database closes: its records follow the marker of `e`.
+            run(&db, t, 100, 12);
+            (len, state)
+        };
+        let full = std::fs::metadata(&log).unwrap().len();
+        assert!(full > durable_len);
+        let keep = if cut_in_half {
+            durable_len + (full - durable_len) / 2
+        } else {
+            durable_len
+        };
+        let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+        f.set_len(keep).unwrap();
+        drop(f);
+        let (mut db, t) = bank(config(&dir.0, 1, Duration::from_secs(3600)), 0);
+        let r = db.start_durability().unwrap();
+        assert_eq!(rows(&db, t), at_durable, "{r:?}");
+        assert_eq!(r.torn_bytes > 0, cut_in_half, "{r:?}");
+    }
+}
+
+#[test]
+fn a_directory_of_another_schema_or_foreign_files_is_refused() {
+    let dir = TempDir::new("schema");
+    {
+        let (mut db, _) = bank(config(&dir.0, 1, Duration::from_millis(5)), INITIAL);
+        db.start_durability().unwrap();
+    }
+    let mut db = Database::<Occ>::open(config(&dir.0, 1, Duration::from_millis(5)));
+    let schema = Schema::builder()
+        .column("balance", ColumnType::I64, 0)
+        .build()
+        .unwrap();
+    db.create_table(TableSpec::new("accounts", schema, 128).ordered());
+    let err = db.start_durability().unwrap_err();
+    assert!(matches!(err, DurabilityError::Schema { .. }), "{err}");
+    assert!(err.to_string().contains("another schema"), "{err}");
+
+    let foreign = TempDir::new("foreign");
+    std::fs::create_dir_all(&foreign.0).unwrap();
+    std::fs::write(foreign.0.join("notes.txt"), "mine").unwrap();
+    let (mut db, _) = bank(config(&foreign.0, 1, Duration::from_millis(5)), INITIAL);
+    let err = db.start_durability().unwrap_err();
+    assert!(
+        matches!(err, DurabilityError::NotADataDirectory(_)),
+        "{err}"
+    );
+    assert!(foreign.0.join("notes.txt").exists());
+}
+
+#[test]
+fn a_corrupt_checkpoint_falls_back_to_the_previous_one() {
+    let dir = TempDir::new("fallback");
+    {
+        let (mut db, t) = bank(config(&dir.0, 1, Duration::from_millis(5)), INITIAL);
+        db.start_durability().unwrap();
+        run(&db, t, 100, 21);
+    }
+    let expected = {
+        // Recovers from checkpoint 1 and writes checkpoint 2.
+        let (mut db, t) = bank(config(&dir.0, 1, Duration::from_millis(5)), 0);
+        db.start_durability().unwrap();
+        run(&db, t, 100, 22);
+        rows(&db, t)
+    };
+    let image = dir.0.join("ckpt-00000002").join("t0000.img");
+    let mut bytes = std::fs::read(&image).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&image, bytes).unwrap();
+    let (mut db, t) = bank(config(&dir.0, 1, Duration::from_millis(5)), 0);
+    let r = db.start_durability().unwrap();
+    assert_eq!(r.checkpoint, Some(1), "{r:?}");
+    assert_eq!(r.skipped_checkpoints.len(), 1, "{r:?}");
+    assert_eq!(rows(&db, t), expected);
+}
+
+#[test]
+fn a_failed_log_write_stops_commits_with_an_error() {
+    let dir = TempDir::new("full");
+    let mut cfg = config(&dir.0, 1, Duration::from_millis(2));
+    cfg.durability.as_mut().unwrap().disk_limit_bytes = Some(4096);
+    let (mut db, t) = bank(cfg, INITIAL);
+    db.start_durability().unwrap();
+    let mut w = db.worker();
+    let mut refused = None;
+    for i in 0..200_000u64 {
+        match w.execute(0, |tx| tx.update(t, i % ACCOUNTS, |r| r.set_u64(1, i))) {
+            Ok(_) => {}
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+        if i % 64 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let err = refused.expect("commits stop once the log cannot be written");
+    assert!(matches!(err, TxError::NotDurable(_)), "{err}");
+    assert!(matches!(
+        db.wait_durable(u64::MAX >> 32),
+        Err(DurabilityError::Failed(_))
+    ));
+}
+
+#[test]
+fn protocols_that_do_not_log_refuse_durability() {
+    let dir = TempDir::new("unsupported");
+    let mut db = Database::<TicToc>::open(config(&dir.0, 1, Duration::from_millis(5)));
+    let schema = Schema::builder()
+        .column("v", ColumnType::U64, 0)
+        .build()
+        .unwrap();
+    db.create_table(TableSpec::new("t", schema, 16));
+    assert_eq!(
+        db.start_durability().unwrap_err(),
+        DurabilityError::Unsupported("tictoc")
+    );
+}
