@@ -412,11 +412,7 @@ pub(crate) fn install_held<P: Protocol<Meta: TidMeta>>(
     log_installed(st, db, tid);
     for l in &mut st.locks {
         let w = &st.writes[l.write as usize];
-        let word = if w.kind == WriteKind::Delete {
-            tid | ABSENT
-        } else {
-            tid
-        };
+        let word = installed_word(w.kind, tid);
         let meta = l
             .rec
             .meta(db.table(w.table).layout(), l.group as usize)
@@ -426,6 +422,16 @@ pub(crate) fn install_held<P: Protocol<Meta: TidMeta>>(
         } else {
             meta.store(word);
         }
+    }
+}
+
+/// The TID word a write leaves on its groups: `tid`, marked absent for a delete.
+#[inline(always)]
+fn installed_word(kind: WriteKind, tid: u64) -> u64 {
+    if kind == WriteKind::Delete {
+        tid | ABSENT
+    } else {
+        tid
     }
 }
 
@@ -441,11 +447,7 @@ pub(crate) fn release_held<P: Protocol<Meta: TidMeta>>(
             continue;
         }
         let w = &st.writes[l.write as usize];
-        let word = if w.kind == WriteKind::Delete {
-            tid | ABSENT
-        } else {
-            tid
-        };
+        let word = installed_word(w.kind, tid);
         l.rec
             .meta(db.table(w.table).layout(), l.group as usize)
             .tid()
@@ -494,11 +496,7 @@ fn publish_installed<P: Protocol<Meta: TidMeta>>(
 ) {
     for l in &mut st.locks {
         let w = &st.writes[l.write as usize];
-        let word = if w.kind == WriteKind::Delete {
-            tid | ABSENT
-        } else {
-            tid
-        };
+        let word = installed_word(w.kind, tid);
         let meta = l
             .rec
             .meta(db.table(w.table).layout(), l.group as usize)

@@ -353,13 +353,7 @@ mod tests {
     use super::*;
 
     fn sweep(tputs: &[(f64, f64)]) -> Vec<Row> {
-        tputs
-            .iter()
-            .map(|&(ms, t)| {
-                let at = [("workload", "new-order"), ("iteration_ms", &ms.to_string())];
-                fake::row(&at, ms, t)
-            })
-            .collect()
+        fake::series(&[("workload", "new-order")], "iteration_ms", tputs)
     }
 
     #[test]

@@ -230,13 +230,7 @@ mod tests {
     use super::*;
 
     fn sweep(tputs: &[(f64, f64)]) -> Vec<Row> {
-        tputs
-            .iter()
-            .map(|&(ms, t)| {
-                let at = [("algorithm", "star"), ("delay_ms", &ms.to_string())];
-                fake::row(&at, ms, t)
-            })
-            .collect()
+        fake::series(&[("algorithm", "star")], "delay_ms", tputs)
     }
 
     #[test]

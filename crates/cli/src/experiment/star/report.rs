@@ -243,6 +243,19 @@ pub mod fake {
             applicable: Ok(()),
         }
     }
+
+    /// Rows at `fixed`, one per `(x, throughput)` point, with `x_key` set to `x`.
+    pub fn series(fixed: &[(&str, &str)], x_key: &str, points: &[(f64, f64)]) -> Vec<Row> {
+        points
+            .iter()
+            .map(|&(x, t)| {
+                let x_value = x.to_string();
+                let mut at = fixed.to_vec();
+                at.push((x_key, &x_value));
+                row(&at, x, t)
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
