@@ -5,6 +5,7 @@
 //!   plus the server halves of the baselines.
 //! - [`client`]: one sans-I/O [`client::TxnClient`] per concurrent client, running GET_ALL/PUT_ALL for
 //!   RAMP-F/S/H ([`ramp`]) or a baseline (NWNR, [`locking`] LWNR/LWSR/LWLR, [`epci`] E-PCI).
+//! - [`pdur`]: P-DUR and DUR replicas (Pacheco et al.): partitions certifying delivered transactions.
 //! - [`star`]: STAR's phase-switching nodes (Lu et al., VLDB 2019) over the single-node engine.
 //! - [`node`]: a cluster member (server + proxy clients) over TCP; [`library`]: a blocking client;
 //!   [`bench`](mod@bench): the closed-loop cluster benchmark; [`sim`]: actors and histories for simulator tests.
@@ -25,6 +26,7 @@ pub mod library;
 pub mod locking;
 pub mod msg;
 pub mod node;
+pub mod pdur;
 pub mod ramp;
 pub mod server;
 pub mod sim;
