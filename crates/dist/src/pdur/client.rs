@@ -121,6 +121,11 @@ impl Transaction {
         ));
     }
 
+    /// True if `key` was read or written already (a read of it needs no partition).
+    pub fn knows(&self, key: Key) -> bool {
+        self.writes.iter().any(|w| w.0 == key) || self.reads.iter().any(|r| r.0.key == key)
+    }
+
     /// The value read or written for `key` so far.
     pub fn value_of(&self, key: Key) -> Option<&Value> {
         if let Some(w) = self.writes.iter().find(|w| w.0 == key) {
@@ -162,25 +167,46 @@ impl Transaction {
     pub fn finish(self, src: &mut impl SnapshotSource) -> Finish {
         if self.writes.is_empty() {
             let mut ok = true;
-            if self.snapshots.len() > 1 {
-                let mut keys = Vec::new();
-                for &(p, st) in &self.snapshots {
-                    keys.clear();
-                    keys.extend(
-                        self.reads
-                            .iter()
-                            .map(|r| r.0.key)
-                            .filter(|&k| partition_of(k, self.partitions) == p),
-                    );
-                    ok = ok && src.reads_current(p, &keys, st);
-                }
+            for (p, keys, st) in self.read_only_checks() {
+                ok = ok && src.reads_current(p, &keys, st);
             }
-            self.release(src);
-            return Finish::ReadOnly {
-                committed: ok,
-                reads: self.reads.into_iter().map(|r| r.0).collect(),
-            };
+            return self.finish_read_only(ok, src);
         }
+        self.finish_update(src)
+    }
+
+    /// The checks a read-only transaction needs before it commits: per partition read, the keys
+    /// and the snapshot; none when it read one partition (whose snapshot is consistent).
+    pub fn read_only_checks(&self) -> Vec<(PartitionId, Vec<Key>, Sc)> {
+        if self.snapshots.len() < 2 {
+            return Vec::new();
+        }
+        self.snapshots
+            .iter()
+            .map(|&(p, st)| {
+                let keys = self
+                    .reads
+                    .iter()
+                    .map(|r| r.0.key)
+                    .filter(|&k| partition_of(k, self.partitions) == p)
+                    .collect();
+                (p, keys, st)
+            })
+            .collect()
+    }
+
+    /// Ends a read-only transaction whose [`Transaction::read_only_checks`] came out `ok`.
+    pub fn finish_read_only(self, ok: bool, src: &mut impl SnapshotSource) -> Finish {
+        debug_assert!(self.writes.is_empty());
+        self.release(src);
+        Finish::ReadOnly {
+            committed: ok,
+            reads: self.reads.into_iter().map(|r| r.0).collect(),
+        }
+    }
+
+    /// Ends an update transaction: the request to broadcast (see [`Transaction::finish`]).
+    pub fn finish_update(self, src: &mut impl SnapshotSource) -> Finish {
         let mut snapshots = self.snapshots.clone();
         for &(key, _) in &self.writes {
             let p = partition_of(key, self.partitions);

@@ -12,7 +12,7 @@
 //! all vote commit. DUR (Algorithms 1–2) is a replica with one partition.
 //!
 //! The replica consumes delivered sequences: whatever implements the broadcast calls
-//! [`Replica::deliver`] with each
+//! [`Replica::deliver`] (threaded: [`threaded::ThreadedReplica::deliver`]) with each
 //! partition's delivered payloads in order, the bytes of [`CertRequest::encode`].
 //!
 //! - [`request`]: the certification request, its payload bytes and their validation.
@@ -20,6 +20,8 @@
 //! - [`snapshots`]: the decided prefix (stable snapshot) and the snapshots in use (GC).
 //! - [`partition`]: one partition's state machine — reads, deliveries, votes, decisions, GC.
 //! - [`replica`]: the partitions driven from one thread, votes through a queue (tests, DUR).
+//! - [`threaded`]: one worker thread per partition, votes, reads and outcomes through
+//!   channels, and the replica's own load.
 //! - [`client`]: Algorithm 3.
 //! - [`history`]: committed transactions as a `check` history.
 //! - [`workload`]: the paper's micro-benchmark and Twitter-like workload.
@@ -31,6 +33,7 @@ pub mod partition;
 pub mod replica;
 pub mod request;
 pub mod snapshots;
+pub mod threaded;
 pub mod workload;
 
 pub use certify::{AbortReason, Vote};

@@ -14,6 +14,7 @@ pub mod twitter;
 
 use super::client::{Finish, SnapshotSource, Transaction};
 use super::partition::ReadError;
+use super::request::PartitionId;
 use crate::msg::Key;
 
 /// One transaction's program.
@@ -25,6 +26,24 @@ pub trait Logic {
     fn write(&mut self, tx: &mut Transaction);
     /// The transaction type's name, for statistics.
     fn kind(&self) -> &'static str;
+}
+
+/// Draws the transactions of clients whose home is one partition.
+pub trait Generator {
+    /// The next transaction of a client at partition `home`.
+    fn next_txn(&mut self, home: PartitionId) -> Box<dyn Logic>;
+}
+
+impl Generator for micro::MicroGen {
+    fn next_txn(&mut self, home: PartitionId) -> Box<dyn Logic> {
+        Box::new(self.next(home))
+    }
+}
+
+impl Generator for twitter::TwitterGen {
+    fn next_txn(&mut self, home: PartitionId) -> Box<dyn Logic> {
+        Box::new(self.next(home))
+    }
 }
 
 /// Runs `logic` in `tx` against `src` and terminates it (Algorithm 3); a read that fails (a
