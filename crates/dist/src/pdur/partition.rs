@@ -279,7 +279,7 @@ impl Partition {
                 Vote::Commit => {
                     let v = self.next_version(&req);
                     for (key, value) in req.writes {
-                        self.store.put(key, v, value, v);
+                        self.store.install_newest(key, v, value, v);
                     }
                     self.stats.committed += 1;
                     Ok(v)

@@ -346,6 +346,36 @@ impl Store {
         self.commit(key, ts, 0, now);
     }
 
+    /// Installs a committed version above every version the item has (P-DUR's single-partition
+    /// commits, whose `SC` only grows): no search for a duplicate or for its place.
+    pub fn install_newest(&mut self, key: Key, ts: Ts, value: Value, now: u64) {
+        let item = self.items.entry(key).or_default();
+        if item.write_mark >= ts {
+            // Not above everything (or a repeat): the general path files it.
+            self.put(key, ts, value, now);
+            return;
+        }
+        item.write_mark = ts;
+        let v = Version {
+            ts,
+            ctime: 0,
+            sibling_sig: 0,
+            state: State::Committed,
+            value,
+            meta: Meta::None,
+        };
+        if let Some(old) = item.last.replace(v) {
+            self.overwritten.push_back((now, key, old.ts));
+            if item.older.back().is_none_or(|b| b.ts < old.ts) {
+                item.older.push_back(old);
+            } else {
+                item.insert_older(old);
+            }
+        }
+        self.newest = self.newest.max(ts);
+        self.stats.versions += 1;
+    }
+
     /// Removes a prepared version of an aborted transaction.
     pub fn discard(&mut self, key: Key, ts: Ts) {
         if let Some(item) = self.items.get_mut(&key)
@@ -430,7 +460,9 @@ impl Store {
         };
         let best = item.committed_at_or_below(st);
         let floor = item.gc_floor.1;
-        if floor != 0 && floor <= st && best.is_none_or(|v| v.ts < floor) {
+        // Below the floor, or a best match older than a collected version at most `st`: the
+        // version the snapshot sees may be gone.
+        if floor != 0 && (st < floor || best.is_none_or(|v| v.ts < floor)) {
             return Err(Gone);
         }
         Ok(best.map(|v| (v.ts, &v.value)))
@@ -622,6 +654,31 @@ mod tests {
         s.collect(150);
         assert_eq!(s.exact(1, 5).0, ReadResult::Gone { key: 1 });
         assert!(s.items[&1].late.is_empty());
+        assert_eq!(s.stats().versions, 1);
+    }
+
+    #[test]
+    fn snapshot_reads_see_the_newest_committed_version_at_or_below_and_marks_remember_writers() {
+        let mut s = Store::new(0);
+        s.put(1, 1, vec![1], 1);
+        s.prepare(1, 2, vec![2], Meta::None, 0);
+        s.install_newest(1, 3, vec![3], 3);
+        assert_eq!(
+            s.at_or_below(1, 2).unwrap(),
+            Some((1, &vec![1])),
+            "2 is only prepared"
+        );
+        assert!(s.commit(1, 2, 0, 3));
+        assert_eq!(s.at_or_below(1, 2).unwrap(), Some((2, &vec![2])));
+        assert_eq!(s.at_or_below(1, 9).unwrap(), Some((3, &vec![3])));
+        assert_eq!(s.at_or_below(1, 0).unwrap(), None);
+        s.prepare(1, 4, vec![4], Meta::None, 0);
+        s.discard(1, 4);
+        s.mark_read(1, 3);
+        assert_eq!(s.marks(1), (4, 3), "a discarded writer still counts");
+        s.collect(3);
+        assert_eq!(s.at_or_below(1, 1), Err(Gone), "collected below snapshot 3");
+        assert_eq!(s.at_or_below(1, 3).unwrap(), Some((3, &vec![3])));
         assert_eq!(s.stats().versions, 1);
     }
 
