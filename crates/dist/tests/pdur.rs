@@ -528,3 +528,55 @@ fn overwritten_versions_are_collected_below_the_oldest_snapshot_in_use() {
     );
     again.abort(&mut r);
 }
+
+fn update(r: &mut Replica, origin: u32, seq: u64, read: u64, write: u64) -> CertRequest {
+    let mut tx = Transaction::begin(TxnId { origin, seq }, 2);
+    tx.read(read, r).expect("loaded");
+    tx.write(write, vec![seq as u8]);
+    match tx.finish(r) {
+        Finish::Update(req) => req,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_partial_broadcast_is_finished_by_broadcasting_again_and_a_stale_one_is_voted_down() {
+    let mut r = Replica::new(2);
+    for k in 0..4u64 {
+        r.load(k, vec![0]);
+    }
+    // The client reached partition 0's broadcast only, then went silent.
+    let t = update(&mut r, 5, 1, 0, 1);
+    r.deliver(0, &t.encode()).unwrap();
+    r.settle();
+    let waiting: Vec<_> = r.partition(0).waiting_for_votes().collect();
+    assert_eq!(waiting, [(t.id, &[1][..])]);
+    let stable = r.partition(0).stable();
+    assert!(
+        stable < r.partition(0).sc(),
+        "the undecided version holds the snapshot back"
+    );
+    // Someone broadcasts it again to partition 1, and partition 0 delivers it a second time.
+    r.deliver(1, &t.encode()).unwrap();
+    r.deliver(0, &t.encode()).unwrap();
+    r.settle();
+    let d = r.take_decisions();
+    assert!(d.iter().all(|d| d.outcome.is_ok()) && d.len() == 2, "{d:?}");
+    assert_eq!(r.partition(0).stable(), r.partition(0).sc());
+    // This client moved on (its next transaction ran on partition 1) before its first reached
+    // partition 1: the late copy is stale there, voted down, and partition 0 decides.
+    let t1 = update(&mut r, 6, 1, 2, 1);
+    r.deliver(0, &t1.encode()).unwrap();
+    let t2 = update(&mut r, 6, 2, 3, 3);
+    r.deliver(1, &t2.encode()).unwrap();
+    r.deliver(1, &t1.encode()).unwrap();
+    r.settle();
+    let d: Vec<_> = r
+        .take_decisions()
+        .into_iter()
+        .map(|d| (d.txn, d.partition, d.outcome.is_ok()))
+        .collect();
+    assert_eq!(d, [(t2.id, 1, true), (t1.id, 0, false)]);
+    assert_eq!(r.partition(0).undecided(), 0);
+    assert_eq!(r.partition(0).stable(), r.partition(0).sc());
+}

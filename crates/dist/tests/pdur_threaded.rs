@@ -190,14 +190,19 @@ fn measure_type_i_scaling_from_one_to_two_partitions() {
         let stopped = replica.stop();
         let stats = total_load(&stopped);
         let rate = stats.committed() as f64 / (window.as_secs_f64() + 0.2);
+        let cpu: u64 = stopped.iter().map(|s| s.cpu_ns).sum();
+        let cpu_per_txn = cpu as f64 / stats.committed() as f64 / 1000.0;
+        let cpu_share = cpu as f64 / 1e9 / (window.as_secs_f64() + 0.2);
         let mut lat = stats.latencies.clone();
         lat.sort_unstable();
         let p90 = lat.get(lat.len() * 9 / 10).copied().unwrap_or(0);
         println!(
-            "P={partitions}: {:.0} txn/s committed, {} aborted, p90 {} us (load {:.1}s)",
+            "P={partitions}: {:.0} txn/s committed, {} aborted, p90 {} us, workers' CPU {:.2} us/txn, {:.2} cores busy (load {:.1}s)",
             rate,
             stats.aborted(),
             p90 / 1000,
+            cpu_per_txn,
+            cpu_share,
             loaded.as_secs_f64()
         );
         rates.push(rate);

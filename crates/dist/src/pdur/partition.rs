@@ -107,14 +107,29 @@ struct Waiting {
     version: Option<Sc>,
     /// Its keys written here.
     writes: SmallVec<[Key; 4]>,
-    /// Votes still missing.
-    missing: usize,
+    /// The partitions whose vote is still missing.
+    missing: SmallVec<[PartitionId; 4]>,
     /// False once any vote (its own included) is abort.
     commit: bool,
     /// The first vote to abort, if any.
     reason: Option<AbortReason>,
     /// True at the transaction's first partition.
     reply: bool,
+}
+
+impl Waiting {
+    /// Counts the first vote of partition `from`; later ones (from a duplicate delivery there)
+    /// and votes from partitions the transaction does not name are ignored.
+    fn count(&mut self, from: PartitionId, commit: bool) {
+        let Some(i) = self.missing.iter().position(|&q| q == from) else {
+            return;
+        };
+        self.missing.swap_remove(i);
+        if !commit && self.commit {
+            self.commit = false;
+            self.reason = Some(AbortReason::OtherPartition);
+        }
+    }
 }
 
 /// One logical partition.
@@ -195,6 +210,12 @@ impl Partition {
         self.waiting.len()
     }
 
+    /// The cross-partition transactions waiting here and the partitions whose vote they lack: a
+    /// broadcast layer that suspects a partial broadcast re-broadcasts them there.
+    pub fn waiting_for_votes(&self) -> impl Iterator<Item = (TxnId, &[PartitionId])> + '_ {
+        self.waiting.iter().map(|(id, w)| (*id, &w.missing[..]))
+    }
+
     /// Versions held by the store (GC keeps this bounded).
     pub fn versions(&self) -> usize {
         self.store.stats().versions
@@ -251,7 +272,23 @@ impl Partition {
         debug_assert!(req.snapshot(self.id).is_some());
         let seen = self.last_seq.entry(req.id.origin).or_default();
         if req.id.seq <= *seen {
+            // Delivered here before, or stale: its client moved on, so this partition will never
+            // certify it. Either way nothing changes here; a cross-partition one gets an abort
+            // vote, so partitions that delivered it and wait for this one's vote can decide (a
+            // partition counts only the first vote of each other partition, so a true duplicate
+            // changes nothing there). Re-broadcasting a request to the partitions that have not
+            // voted is therefore always safe: what a lost or partial broadcast needs.
             self.stats.duplicates += 1;
+            if req.is_cross_partition() && !self.waiting.contains_key(&req.id) {
+                for to in req.partitions().filter(|&q| q != self.id) {
+                    fx.votes.push(VoteMsg {
+                        txn: req.id,
+                        from: self.id,
+                        to,
+                        commit: false,
+                    });
+                }
+            }
             return;
         }
         *seen = req.id.seq;
@@ -305,6 +342,7 @@ impl Partition {
             });
         }
         let version = commit.then(|| self.next_version(&req));
+        let others = req.partitions().filter(|&q| q != self.id).collect();
         let mut writes = SmallVec::new();
         for (key, value) in req.writes {
             if partition_of(key, self.partitions) == self.id {
@@ -320,7 +358,7 @@ impl Partition {
         let mut w = Waiting {
             version,
             writes,
-            missing: req.snapshots.len() - 1,
+            missing: others,
             commit,
             reason: match vote {
                 Vote::Abort(r) => Some(r),
@@ -328,14 +366,10 @@ impl Partition {
             },
             reply,
         };
-        for (_, c) in self.early.remove(&req.id).unwrap_or_default() {
-            w.missing -= 1;
-            if !c && w.commit {
-                w.commit = false;
-                w.reason = Some(AbortReason::OtherPartition);
-            }
+        for (from, c) in self.early.remove(&req.id).unwrap_or_default() {
+            w.count(from, c);
         }
-        if w.missing == 0 {
+        if w.missing.is_empty() {
             self.finish(req.id, w, fx);
         } else {
             self.waiting.insert(req.id, w);
@@ -353,12 +387,8 @@ impl Partition {
                 .push((vote.from, vote.commit));
             return;
         };
-        w.missing -= 1;
-        if !vote.commit && w.commit {
-            w.commit = false;
-            w.reason = Some(AbortReason::OtherPartition);
-        }
-        if w.missing == 0 {
+        w.count(vote.from, vote.commit);
+        if w.missing.is_empty() {
             let w = self.waiting.remove(&vote.txn).expect("just found");
             self.finish(vote.txn, w, fx);
         }

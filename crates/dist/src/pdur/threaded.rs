@@ -136,6 +136,22 @@ pub struct Stopped {
     pub decisions: Vec<Decision>,
     /// When recording: the read-only transactions its clients committed.
     pub read_only: Vec<(TxnId, Vec<ReadItem>)>,
+    /// CPU time the worker thread used, in ns (what a loaded machine does not distort).
+    pub cpu_ns: u64,
+}
+
+/// CPU time of the calling thread, in ns.
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec to write; the clock id is a constant the kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    if rc != 0 {
+        return 0;
+    }
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// Builds each [`Stopped`] partition's part of a `check` history.
@@ -500,6 +516,7 @@ impl Worker {
             log: std::mem::take(&mut self.log),
             decisions: std::mem::take(&mut self.recorded),
             read_only: std::mem::take(&mut self.read_only),
+            cpu_ns: thread_cpu_ns(),
         }
     }
 
