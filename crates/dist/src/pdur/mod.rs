@@ -24,11 +24,13 @@
 //!   channels, and the replica's own load.
 //! - [`client`]: Algorithm 3.
 //! - [`history`]: committed transactions as a `check` history.
+//! - [`model`]: the analytical scaling models of DUR (equation 3) and P-DUR (equation 5).
 //! - [`workload`]: the paper's micro-benchmark and Twitter-like workload.
 
 pub mod certify;
 pub mod client;
 pub mod history;
+pub mod model;
 pub mod partition;
 pub mod replica;
 pub mod request;
