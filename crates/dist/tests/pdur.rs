@@ -226,6 +226,10 @@ fn run_with(
         (0..partitions).all(|p| replica.partition(p as PartitionId).undecided() == 0),
         "every transaction decided"
     );
+    assert!(
+        (0..partitions).all(|p| replica.partition(p as PartitionId).snapshots_in_use() == 0),
+        "every snapshot released"
+    );
     Run {
         digests: replica.digests(),
         outcomes,

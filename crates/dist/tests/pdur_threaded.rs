@@ -71,6 +71,13 @@ fn check_run(load: Load, seed: u64) {
     let stopped = replica.stop();
     let stats = total_load(&stopped);
     assert!(stats.committed() > 100, "{load:?}: {stats:?}");
+    for s in &stopped {
+        assert_eq!(
+            s.partition.snapshots_in_use(),
+            0,
+            "{load:?}: every snapshot released"
+        );
+    }
     let h = record_history(&stopped).history(|_| true);
     if let Err(a) = check_serializable(&h) {
         panic!("{load:?}, seed {seed}: not serializable: {a}");

@@ -216,6 +216,11 @@ impl Partition {
         self.waiting.iter().map(|(id, w)| (*id, &w.missing[..]))
     }
 
+    /// Snapshots handed out and not released yet.
+    pub fn snapshots_in_use(&self) -> usize {
+        self.in_use.len()
+    }
+
     /// Versions held by the store (GC keeps this bounded).
     pub fn versions(&self) -> usize {
         self.store.stats().versions

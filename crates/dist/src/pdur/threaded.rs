@@ -563,7 +563,7 @@ impl Worker {
                 self.effects();
             }
             Msg::Read { client, keys, st } => {
-                let answers = keys.iter().map(|&k| (k, self.part.read(k, st))).collect();
+                let answers = self.read_at_one_snapshot(&keys, st);
                 let home = ((client >> 16) & 0x7FFF) as PartitionId;
                 self.send(
                     home,
@@ -592,22 +592,24 @@ impl Worker {
             }
             Msg::Outcome { client, committed } => self.on_outcome(client, committed),
             Msg::ExternalRead { keys, st, reply } => {
-                // One snapshot for all the keys: the first read takes it.
-                let mut st = st;
-                let answers = keys
-                    .iter()
-                    .map(|&k| {
-                        let r = self.part.read(k, st);
-                        if let Ok(r) = &r {
-                            st = Some(r.snapshot);
-                        }
-                        (k, r)
-                    })
-                    .collect();
-                let _ = reply.send(answers);
+                let _ = reply.send(self.read_at_one_snapshot(&keys, st));
             }
             Msg::Stop => unreachable!("handled by the loop"),
         }
+    }
+
+    /// Reads `keys` here at `st`, or at one snapshot the first read takes (and keeps in use
+    /// once, for one release).
+    fn read_at_one_snapshot(&mut self, keys: &[Key], mut st: Option<Sc>) -> ReadAnswers {
+        keys.iter()
+            .map(|&k| {
+                let r = self.part.read(k, st);
+                if let Ok(r) = &r {
+                    st = Some(r.snapshot);
+                }
+                (k, r)
+            })
+            .collect()
     }
 
     /// Sends the votes and routes the decisions that handling a message produced.
