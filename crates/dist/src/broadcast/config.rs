@@ -33,6 +33,9 @@ pub struct BroadcastConfig {
     /// The group's first member campaigns when it starts with an empty log, so a fresh group elects
     /// a leader without waiting for an election timeout.
     pub campaign_on_start: bool,
+    /// Seed of the members' election timeouts (mixed with group and member), so a simulated run
+    /// replays exactly.
+    pub seed: u64,
 }
 
 impl Default for BroadcastConfig {
@@ -51,6 +54,7 @@ impl Default for BroadcastConfig {
             retained_entries: 1_000,
             max_message_bytes: 1 << 20,
             campaign_on_start: true,
+            seed: 0,
         }
     }
 }

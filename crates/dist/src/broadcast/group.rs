@@ -17,6 +17,8 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use raft::eraftpb::{Entry, EntryType, Message, MessageType, Snapshot};
 use raft::{RawNode, SnapshotStatus, StateRole, Storage};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 use slog::{Discard, Logger, o};
 
 use phasedb_net::{Addr, is_client_addr};
@@ -87,6 +89,10 @@ pub struct Group {
     boundaries: VecDeque<(u64, u64)>,
     scratch: Vec<Bytes>,
     stats: GroupStats,
+    /// Draws election timeouts (see [`Group::pin_election_timeout`]).
+    rng: SmallRng,
+    /// Raft's term, role, leader, vote and election timeout when last looked at.
+    observed: (u64, StateRole, u64, u64, usize),
 }
 
 fn raft_config(cfg: &BroadcastConfig, me: Addr, applied: u64) -> raft::Config {
@@ -101,6 +107,11 @@ fn raft_config(cfg: &BroadcastConfig, me: Addr, applied: u64) -> raft::Config {
         pre_vote: true,
         ..Default::default()
     }
+}
+
+/// The seed of a member's election timeouts: the configured seed mixed with group and member.
+fn cfg_seed_mix(cfg: &BroadcastConfig, group: GroupId, me: Addr) -> u64 {
+    (cfg.seed ^ (u64::from(group) << 32) ^ u64::from(me)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 fn raft_error(group: GroupId, e: raft::Error) -> BroadcastError {
@@ -129,9 +140,13 @@ impl Group {
             return Err(BroadcastError::Members(id, "this node is not a member"));
         }
         if sorted.iter().any(|&a| is_client_addr(a)) {
-            return Err(BroadcastError::Members(id, "a client address cannot be a member"));
+            return Err(BroadcastError::Members(
+                id,
+                "a client address cannot be a member",
+            ));
         }
         let logger = Logger::root(Discard, o!());
+        let seed = cfg_seed_mix(&cfg, id, me);
         let storage = GroupStorage::new(sorted.iter().map(|&a| raft_id(a)).collect());
         let raw = RawNode::new(&raft_config(&cfg, me, 0), storage, &logger)
             .map_err(|e| raft_error(id, e))?;
@@ -154,9 +169,13 @@ impl Group {
             boundaries: VecDeque::new(),
             scratch: Vec::new(),
             stats: GroupStats::default(),
+            rng: SmallRng::seed_from_u64(seed),
+            observed: (u64::MAX, StateRole::Follower, 0, 0, 0),
         };
+        group.pin_election_timeout();
         if group.cfg.campaign_on_start && group.members[0] == me {
             let _ = group.raw.campaign();
+            group.pin_election_timeout();
         }
         Ok(group)
     }
@@ -250,7 +269,11 @@ impl Group {
     }
 
     /// Proposes whatever is gathered now, whatever is in flight.
-    pub fn flush_now(&mut self, out: &mut Vec<(Addr, RaftMsg)>, deliveries: &mut VecDeque<Delivery>) {
+    pub fn flush_now(
+        &mut self,
+        out: &mut Vec<(Addr, RaftMsg)>,
+        deliveries: &mut VecDeque<Delivery>,
+    ) {
         self.flush();
         self.drive(out, deliveries);
     }
@@ -300,6 +323,7 @@ impl Group {
             // A member that was starved for long catches up by a bounded number of ticks.
             for _ in 0..due.min(2 * self.cfg.election_ticks as u64) {
                 self.raw.tick();
+                self.pin_election_timeout();
             }
             self.next_tick = Some(next + due * tick);
         }
@@ -404,9 +428,15 @@ impl Group {
         let store = self.raw.store().clone();
         let snap = store.snapshot_ref().clone();
         let applied = snap.get_metadata().index;
-        self.raw = RawNode::new(&raft_config(&self.cfg, self.me, applied), store, &self.logger)
-            .map_err(|e| raft_error(self.id, e))?;
+        self.raw = RawNode::new(
+            &raft_config(&self.cfg, self.me, applied),
+            store,
+            &self.logger,
+        )
+        .map_err(|e| raft_error(self.id, e))?;
         self.incarnation += 1;
+        self.observed.0 = u64::MAX;
+        self.pin_election_timeout();
         self.next_tick = None;
         self.batch = BatchBuilder::default();
         self.batch_number = 0;
@@ -486,8 +516,29 @@ impl Group {
         }
     }
 
+    /// Replaces raft's election timeout with one drawn from this member's seeded generator
+    /// whenever raft may have drawn one (it does so from the thread's generator on every change
+    /// of term, role or leader), so runs under the simulator replay exactly from their seed.
+    fn pin_election_timeout(&mut self) {
+        let r = &self.raw.raft;
+        let now = (
+            r.term,
+            r.state,
+            r.leader_id,
+            r.vote,
+            r.randomized_election_timeout(),
+        );
+        if now != self.observed {
+            let ticks = self.cfg.election_ticks;
+            let timeout = self.rng.random_range(ticks..2 * ticks);
+            self.raw.raft.set_randomized_election_timeout(timeout);
+            self.observed = (now.0, now.1, now.2, now.3, timeout);
+        }
+    }
+
     /// Handles every ready raft has: sends, persists, installs snapshots and delivers.
     fn drive(&mut self, out: &mut Vec<(Addr, RaftMsg)>, deliveries: &mut VecDeque<Delivery>) {
+        self.pin_election_timeout();
         while self.raw.has_ready() {
             let mut rd = self.raw.ready();
             self.send(rd.take_messages(), out);
@@ -519,6 +570,7 @@ impl Group {
             if !self.batch.is_empty() && self.inflight.len() < self.cfg.max_inflight_batches {
                 self.flush();
             }
+            self.pin_election_timeout();
         }
     }
 }

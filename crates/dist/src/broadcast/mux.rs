@@ -163,7 +163,8 @@ impl Broadcast {
         index: u64,
         state: Vec<u8>,
     ) -> Result<bool, BroadcastError> {
-        self.member(group)?.offer_snapshot(index, Bytes::from(state))
+        self.member(group)?
+            .offer_snapshot(index, Bytes::from(state))
     }
 
     /// Asks `app` for the state of every group whose snapshot is due and records it.

@@ -81,7 +81,10 @@ impl GroupStorage {
 
     /// The voters of the group.
     pub fn conf_state(&self) -> ConfState {
-        self.mem.initial_state().map(|s| s.conf_state).unwrap_or_default()
+        self.mem
+            .initial_state()
+            .map(|s| s.conf_state)
+            .unwrap_or_default()
     }
 
     /// Persists entries raft handed over in a ready.
@@ -189,9 +192,17 @@ mod tests {
         assert_eq!(s.first_index().unwrap(), 6);
         assert_eq!(s.term(5).unwrap(), 2);
         assert!(s.term(4).is_err());
-        assert!(s.entries(5, 7, None, GetEntriesContext::empty(false)).is_err());
-        let got = s.entries(6, 11, None, GetEntriesContext::empty(false)).unwrap();
-        assert_eq!(got.iter().map(|e| e.index).collect::<Vec<_>>(), (6..=10).collect::<Vec<_>>());
+        assert!(
+            s.entries(5, 7, None, GetEntriesContext::empty(false))
+                .is_err()
+        );
+        let got = s
+            .entries(6, 11, None, GetEntriesContext::empty(false))
+            .unwrap();
+        assert_eq!(
+            got.iter().map(|e| e.index).collect::<Vec<_>>(),
+            (6..=10).collect::<Vec<_>>()
+        );
         assert_eq!(s.snapshot(0, 2).unwrap().get_metadata().index, 8);
     }
 
@@ -202,10 +213,16 @@ mod tests {
             app_seq: 6,
             state: Bytes::from_static(b"state"),
         };
-        assert_eq!(SnapshotBody::decode(&Bytes::from(b.encode())), Some(b.clone()));
+        assert_eq!(
+            SnapshotBody::decode(&Bytes::from(b.encode())),
+            Some(b.clone())
+        );
         let data = b.encode();
         for cut in 0..16 {
-            assert_eq!(SnapshotBody::decode(&Bytes::copy_from_slice(&data[..cut])), None);
+            assert_eq!(
+                SnapshotBody::decode(&Bytes::copy_from_slice(&data[..cut])),
+                None
+            );
         }
         let backwards = SnapshotBody {
             log_seq: 7,
