@@ -288,3 +288,56 @@ impl Node for Replica {
             })
     }
 }
+
+/// Runs `nodes` replicas over TCP on 127.0.0.1, each on its own thread and current-thread
+/// runtime, until `stop` (polled every 5 ms with the counters and the time since start) says so
+/// or every node reports itself done; returns the replicas.
+pub fn run_tcp(
+    nodes: u32,
+    groups: &[(GroupId, Vec<Addr>)],
+    cfg: &BroadcastConfig,
+    load: Load,
+    target: u64,
+    mut stop: impl FnMut(&Progress, std::time::Duration) -> bool,
+) -> Vec<Replica> {
+    use phasedb_net::tcp::{TcpOptions, run_blocking};
+    use std::time::{Duration, Instant};
+
+    let listeners: Vec<std::net::TcpListener> = (0..nodes)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port"))
+        .collect();
+    let peers: Vec<(Addr, std::net::SocketAddr)> = listeners
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i as Addr, l.local_addr().expect("bound")))
+        .collect();
+    let progress = Progress::new(nodes as usize, target);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let handles: Vec<_> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, listener)| {
+            let me = i as Addr;
+            let mut replica = Replica::new(me, cfg.clone(), groups, load);
+            replica.progress = Some(progress.clone());
+            let mut opts = TcpOptions::new(me, peers.clone());
+            opts.listener = Some(listener);
+            opts.tick = Duration::from_millis(1);
+            opts.poll = Duration::from_micros(50);
+            let rx = stop_rx.clone();
+            std::thread::spawn(move || {
+                run_blocking(&mut replica, opts, rx).expect("the node runs");
+                replica
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    while !handles.iter().all(|h| h.is_finished()) && !stop(&progress, start.elapsed()) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = stop_tx.send(true);
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("a node thread"))
+        .collect()
+}
