@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use harness::{Load, Replica, payload_id};
 use phasedb_dist::broadcast::{
-    BroadcastConfig, BroadcastError, GroupId, RaftBytes, RaftMsg, raft_id,
+    Broadcast, BroadcastConfig, BroadcastError, GroupId, RaftBytes, RaftMsg, raft_id,
 };
 use phasedb_net::Addr;
 use phasedb_net::sim::{SimConfig, Simulator};
@@ -334,10 +334,48 @@ fn malformed_and_misaddressed_messages_are_refused_and_change_nothing() {
         sim.with_node(1, |n, _| n.bcast.propose(9, b"x")),
         Err(BroadcastError::UnknownGroup(9))
     ));
+    let delivered = was.0.unwrap();
+    assert!(matches!(
+        sim.with_node(1, |n, _| n.bcast.offer_snapshot(
+            0,
+            delivered + 1,
+            Vec::new()
+        )),
+        Err(BroadcastError::SnapshotAhead { .. })
+    ));
     assert_eq!(before(&sim), was);
     sim.run_until(200 * MS);
     quiesce(&mut sim, 2_000 * MS);
     check_total_order(&sim);
+}
+
+#[test]
+fn impossible_settings_and_member_lists_are_refused() {
+    let bad = BroadcastConfig {
+        heartbeat_ticks: 10,
+        ..BroadcastConfig::default()
+    };
+    assert!(matches!(
+        Broadcast::new(0, bad),
+        Err(BroadcastError::Config(_))
+    ));
+    let mut b = Broadcast::new(0, BroadcastConfig::default()).unwrap();
+    for members in [
+        &[1, 2][..],
+        &[0, 0, 1],
+        &[],
+        &[0, phasedb_net::CLIENT_ADDR_BASE],
+    ] {
+        assert!(
+            matches!(b.add_group(0, members), Err(BroadcastError::Members(0, _))),
+            "{members:?} accepted"
+        );
+    }
+    b.add_group(0, &[0, 1, 2]).unwrap();
+    assert!(matches!(
+        b.add_group(0, &[0, 1, 2]),
+        Err(BroadcastError::DuplicateGroup(0))
+    ));
 }
 
 #[test]
