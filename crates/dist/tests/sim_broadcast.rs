@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use harness::{Load, Replica, payload_id};
 use phasedb_dist::broadcast::{
-    Broadcast, BroadcastConfig, BroadcastError, GroupId, RaftBytes, RaftMsg, raft_id,
+    Broadcast, BroadcastConfig, BroadcastError, GroupId, GroupMsg, RaftBytes, member_id, raft_id,
 };
 use phasedb_net::Addr;
 use phasedb_net::sim::{SimConfig, Simulator};
@@ -275,6 +275,63 @@ fn a_crashed_member_rejoins_by_snapshot_once_the_log_moved_past_it() {
 }
 
 #[test]
+fn a_member_that_lost_its_storage_rejoins_under_a_new_id_and_counts_in_the_majority() {
+    for seed in seeds(4) {
+        let cfg = BroadcastConfig {
+            snapshot_entries: 20,
+            retained_entries: 5,
+            ..config(seed)
+        };
+        let mut sim = cluster(SimConfig::new(seed), cfg, 1);
+        for n in sim.addrs() {
+            sim.node_mut(n).snapshots = true;
+        }
+        // Node 0 (in groups 0-2, which have three members) loses everything when it crashes.
+        sim.node_mut(0).amnesia = true;
+        sim.run_until(100 * MS);
+        sim.crash(0);
+        sim.run_until(300 * MS);
+        sim.restart(0);
+        sim.run_until(600 * MS);
+        let three: Vec<GroupId> = vec![0, 1, 2];
+        for &g in &three {
+            let m = sim.node(0).bcast.group(g).unwrap();
+            assert!(!m.is_joining(), "seed {seed}: node 0 still joins group {g}");
+            let voters = sim.node(1).bcast.group(g).unwrap().voters();
+            assert_eq!(
+                voters,
+                vec![raft_id(1), raft_id(2), member_id(0, 1)],
+                "seed {seed}: group {g} (replay: PHASEDB_SIM_SEED={seed})"
+            );
+        }
+        assert!(
+            sim.node(0).restores >= 3,
+            "seed {seed}: node 0 restored {}",
+            sim.node(0).restores
+        );
+        // Node 2 goes down: groups 0-2 now need node 0's new id for a majority.
+        let before: Vec<usize> = three
+            .iter()
+            .map(|g| sim.node(1).log.get(g).map_or(0, Vec::len))
+            .collect();
+        sim.crash(2);
+        sim.run_until(900 * MS);
+        for (i, g) in three.iter().enumerate() {
+            let now = sim.node(1).log.get(g).map_or(0, Vec::len);
+            assert!(
+                now > before[i] + 50,
+                "seed {seed}: group {g} delivered {} payloads after node 2 crashed (replay: PHASEDB_SIM_SEED={seed})",
+                now - before[i]
+            );
+        }
+        sim.restart(2);
+        sim.run_until(1_000 * MS);
+        quiesce(&mut sim, 2_000 * MS);
+        check_total_order(&sim);
+    }
+}
+
+#[test]
 fn malformed_and_misaddressed_messages_are_refused_and_change_nothing() {
     let mut sim = cluster(SimConfig::new(9), config(9), 1);
     sim.run_until(100 * MS);
@@ -292,34 +349,42 @@ fn malformed_and_misaddressed_messages_are_refused_and_change_nothing() {
         m.term = 1_000;
         m
     };
-    let cases: Vec<(Addr, RaftMsg)> = vec![
+    let cases: Vec<(Addr, GroupMsg)> = vec![
         (
             0,
-            RaftMsg {
+            GroupMsg::Raft {
                 group: 0,
                 raft: RaftBytes(vec![0xff; 7]),
             },
         ),
         (
             0,
-            RaftMsg {
+            GroupMsg::Raft {
                 group: 0,
                 raft: RaftBytes(vec![0x0a, 0x80]),
             },
         ),
         (
             0,
-            RaftMsg {
+            GroupMsg::Raft {
                 group: 42,
                 raft: RaftBytes(Vec::new()),
             },
         ),
+        // Node 0 asks to join under node 2's id.
+        (
+            0,
+            GroupMsg::Join {
+                group: 0,
+                id: member_id(2, 1),
+            },
+        ),
         // Claims to come from node 0 over node 2's connection.
-        (2, RaftMsg::encode(0, &good)),
+        (2, GroupMsg::encode(0, &good)),
         // Node 0 is not a member of group 3.
         (
             0,
-            RaftMsg::encode(3, &{
+            GroupMsg::encode(3, &{
                 let mut m = good.clone();
                 m.to = raft_id(1);
                 m

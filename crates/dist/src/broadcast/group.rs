@@ -15,7 +15,10 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use raft::eraftpb::{Entry, EntryType, Message, MessageType, Snapshot};
+use raft::eraftpb::{
+    ConfChange, ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, ConfState,
+    Entry, EntryType, Message, MessageType, Snapshot,
+};
 use raft::{RawNode, SnapshotStatus, StateRole, Storage};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -27,17 +30,23 @@ use crate::broadcast::batch::{self, BatchBuilder, BatchId};
 use crate::broadcast::config::BroadcastConfig;
 use crate::broadcast::error::BroadcastError;
 use crate::broadcast::storage::{GroupStorage, SnapshotBody};
-use crate::broadcast::wire::RaftMsg;
+use crate::broadcast::wire::GroupMsg;
 use crate::broadcast::{Delivery, GroupId};
 
-/// The raft id of the node at `addr` (raft reserves 0).
+/// The raft id of the node at `addr` when the group starts (raft reserves 0).
 pub fn raft_id(addr: Addr) -> u64 {
-    u64::from(addr) + 1
+    member_id(addr, 0)
 }
 
-/// The node whose raft id is `id`.
+/// The raft id of the node at `addr` in its `incarnation`: a node that lost its storage rejoins
+/// under a new id ([`Group::joining`]), never under one a quorum may remember votes or entries of.
+pub fn member_id(addr: Addr, incarnation: u32) -> u64 {
+    (u64::from(incarnation) << 32) | (u64::from(addr) + 1)
+}
+
+/// The node whose raft id is `id`, whatever its incarnation.
 pub fn addr_of(id: u64) -> Addr {
-    id.saturating_sub(1) as Addr
+    (id & 0xffff_ffff).saturating_sub(1) as Addr
 }
 
 /// Counters of one member.
@@ -61,12 +70,20 @@ pub struct GroupStats {
     pub snapshots_installed: u64,
     /// Incoming messages refused (undecodable, misaddressed, or refused by raft).
     pub refused_messages: u64,
+    /// Membership changes applied (a member rejoining under a new id takes two).
+    pub configuration_changes: u64,
 }
 
 /// One node's member of one broadcast group.
 pub struct Group {
     id: GroupId,
     me: Addr,
+    /// This member's raft id.
+    my_id: u64,
+    /// True until this member, restarted without storage, is a voter of the group again.
+    joining: bool,
+    /// When to ask again to join.
+    join_due: u64,
     members: Vec<Addr>,
     cfg: BroadcastConfig,
     logger: Logger,
@@ -87,6 +104,10 @@ pub struct Group {
     skip_to: u64,
     /// Applied entries since the last snapshot: raft index and the number of its last payload.
     boundaries: VecDeque<(u64, u64)>,
+    /// The group's configuration from each raft index on, since the last snapshot's.
+    confs: VecDeque<(u64, ConfState)>,
+    /// The configuration the member started with (before any entry).
+    initial_conf: ConfState,
     scratch: Vec<Bytes>,
     stats: GroupStats,
     /// Draws election timeouts (see [`Group::pin_election_timeout`]).
@@ -95,9 +116,9 @@ pub struct Group {
     observed: (u64, StateRole, u64, u64, usize),
 }
 
-fn raft_config(cfg: &BroadcastConfig, me: Addr, applied: u64) -> raft::Config {
+fn raft_config(cfg: &BroadcastConfig, id: u64, applied: u64) -> raft::Config {
     raft::Config {
-        id: raft_id(me),
+        id,
         election_tick: cfg.election_ticks,
         heartbeat_tick: cfg.heartbeat_ticks,
         applied,
@@ -122,12 +143,53 @@ fn raft_error(group: GroupId, e: raft::Error) -> BroadcastError {
 }
 
 impl Group {
-    /// Member `me` of group `id` whose members are `members` (the same list on every member).
+    /// Member `me` of group `id` whose members are `members` (the same list on every member),
+    /// as the group starts: every member's raft id is [`raft_id`] of its address.
     pub fn new(
         id: GroupId,
         me: Addr,
         members: &[Addr],
         cfg: BroadcastConfig,
+    ) -> Result<Group, BroadcastError> {
+        let voters: Vec<u64> = members.iter().map(|&a| raft_id(a)).collect();
+        let mut group = Group::build(id, me, members, cfg, raft_id(me), voters)?;
+        if group.cfg.campaign_on_start && group.members[0] == me {
+            let _ = group.raw.campaign();
+            group.pin_election_timeout();
+        }
+        Ok(group)
+    }
+
+    /// Member `me` of group `id` restarting without storage (a process that died): it asks the
+    /// leader to replace its old raft id with [`member_id`]`(me, incarnation)` (a joint-consensus
+    /// membership change, raft §6), then catches up by snapshot and log like any follower behind.
+    /// `incarnation` must differ from every earlier one of this node (e.g. its restart count or
+    /// the time it started).
+    pub fn joining(
+        id: GroupId,
+        me: Addr,
+        members: &[Addr],
+        cfg: BroadcastConfig,
+        incarnation: u32,
+    ) -> Result<Group, BroadcastError> {
+        if incarnation == 0 {
+            return Err(BroadcastError::Members(
+                id,
+                "a rejoining member needs an incarnation above 0",
+            ));
+        }
+        let mut group = Group::build(id, me, members, cfg, member_id(me, incarnation), Vec::new())?;
+        group.joining = true;
+        Ok(group)
+    }
+
+    fn build(
+        id: GroupId,
+        me: Addr,
+        members: &[Addr],
+        cfg: BroadcastConfig,
+        my_id: u64,
+        voters: Vec<u64>,
     ) -> Result<Group, BroadcastError> {
         cfg.validate()?;
         let mut sorted = members.to_vec();
@@ -139,20 +201,24 @@ impl Group {
         if !sorted.contains(&me) {
             return Err(BroadcastError::Members(id, "this node is not a member"));
         }
-        if sorted.iter().any(|&a| is_client_addr(a)) {
+        if sorted.iter().any(|&a| is_client_addr(a) || a == Addr::MAX) {
             return Err(BroadcastError::Members(
                 id,
                 "a client address cannot be a member",
             ));
         }
         let logger = Logger::root(Discard, o!());
-        let seed = cfg_seed_mix(&cfg, id, me);
-        let storage = GroupStorage::new(sorted.iter().map(|&a| raft_id(a)).collect());
-        let raw = RawNode::new(&raft_config(&cfg, me, 0), storage, &logger)
+        let seed = cfg_seed_mix(&cfg, id, me) ^ my_id;
+        let storage = GroupStorage::new(voters);
+        let conf = storage.conf_state();
+        let raw = RawNode::new(&raft_config(&cfg, my_id, 0), storage, &logger)
             .map_err(|e| raft_error(id, e))?;
         let mut group = Group {
             id,
             me,
+            my_id,
+            joining: false,
+            join_due: 0,
             members: sorted,
             cfg,
             logger,
@@ -167,16 +233,14 @@ impl Group {
             next_seq: 1,
             skip_to: 0,
             boundaries: VecDeque::new(),
+            confs: VecDeque::from([(0, conf.clone())]),
+            initial_conf: conf,
             scratch: Vec::new(),
             stats: GroupStats::default(),
             rng: SmallRng::seed_from_u64(seed),
             observed: (u64::MAX, StateRole::Follower, 0, 0, 0),
         };
         group.pin_election_timeout();
-        if group.cfg.campaign_on_start && group.members[0] == me {
-            let _ = group.raw.campaign();
-            group.pin_election_timeout();
-        }
         Ok(group)
     }
 
@@ -194,6 +258,14 @@ impl Group {
     pub fn leader(&self) -> Option<Addr> {
         let id = self.raw.raft.leader_id;
         (id != 0).then(|| addr_of(id))
+    }
+
+    /// Raft ids of the group's voters as this member knows them (both halves of a joint
+    /// configuration).
+    pub fn voters(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.raw.raft.prs().conf().voters().ids().iter().collect();
+        v.sort_unstable();
+        v
     }
 
     /// True while this member leads the group.
@@ -247,7 +319,7 @@ impl Group {
     pub fn propose(
         &mut self,
         payload: &[u8],
-        out: &mut Vec<(Addr, RaftMsg)>,
+        out: &mut Vec<(Addr, GroupMsg)>,
         deliveries: &mut VecDeque<Delivery>,
     ) -> Result<(), BroadcastError> {
         let pending = self.batch.bytes();
@@ -271,7 +343,7 @@ impl Group {
     /// Proposes whatever is gathered now, whatever is in flight.
     pub fn flush_now(
         &mut self,
-        out: &mut Vec<(Addr, RaftMsg)>,
+        out: &mut Vec<(Addr, GroupMsg)>,
         deliveries: &mut VecDeque<Delivery>,
     ) {
         self.flush();
@@ -294,7 +366,7 @@ impl Group {
         self.batch_number += 1;
         let payloads = self.batch.len() as u64;
         let data = self.batch.finish(BatchId {
-            proposer: raft_id(self.me),
+            proposer: self.my_id,
             number,
         });
         match self.raw.propose(Vec::new(), data) {
@@ -312,7 +384,7 @@ impl Group {
     pub fn tick(
         &mut self,
         now: u64,
-        out: &mut Vec<(Addr, RaftMsg)>,
+        out: &mut Vec<(Addr, GroupMsg)>,
         deliveries: &mut VecDeque<Delivery>,
     ) {
         self.now = now;
@@ -335,7 +407,118 @@ impl Group {
             self.stats.expired_batches += 1;
         }
         self.flush();
+        self.ask_to_join(now, out);
         self.drive(out, deliveries);
+    }
+
+    /// While this member is not a voter under its raft id, asks every other member (only the
+    /// leader acts) once per election timeout to let it in.
+    fn ask_to_join(&mut self, now: u64, out: &mut Vec<(Addr, GroupMsg)>) {
+        if !self.joining {
+            return;
+        }
+        if self.raw.raft.prs().conf().voters().contains(self.my_id) {
+            self.joining = false;
+            return;
+        }
+        if now < self.join_due {
+            return;
+        }
+        self.join_due = now + self.cfg.tick_ns * self.cfg.election_ticks as u64;
+        for &m in self.members.iter().filter(|&&m| m != self.me) {
+            out.push((
+                m,
+                GroupMsg::Join {
+                    group: self.id,
+                    id: self.my_id,
+                },
+            ));
+        }
+    }
+
+    /// True while this member, restarted without storage, waits to be a voter again.
+    pub fn is_joining(&self) -> bool {
+        self.joining
+    }
+
+    /// At the leader: replaces the raft id(s) of `from` in the configuration with `id`, the id
+    /// `from` restarted under without its storage. Its old id can no longer vote, so a quorum
+    /// never counts a vote or an acknowledgement that `from` forgot. Ignored by followers, while
+    /// another change is under way (the joiner asks again) and once `id` is a voter.
+    pub fn join(
+        &mut self,
+        from: Addr,
+        id: u64,
+        out: &mut Vec<(Addr, GroupMsg)>,
+        deliveries: &mut VecDeque<Delivery>,
+    ) -> Result<(), BroadcastError> {
+        if addr_of(id) != from || !self.members.contains(&from) || from == self.me {
+            self.stats.refused_messages += 1;
+            return Err(BroadcastError::Misaddressed {
+                group: self.id,
+                from,
+                reason: "join for an id of another node",
+            });
+        }
+        let voters: Vec<u64> = self.raw.raft.prs().conf().voters().ids().iter().collect();
+        if !self.is_leader() || voters.contains(&id) || self.raw.raft.has_pending_conf() {
+            return Ok(());
+        }
+        let mut changes: Vec<ConfChangeSingle> = voters
+            .iter()
+            .filter(|&&v| addr_of(v) == from)
+            .map(|&v| {
+                let mut c = ConfChangeSingle::default();
+                c.set_change_type(ConfChangeType::RemoveNode);
+                c.node_id = v;
+                c
+            })
+            .collect();
+        let mut add = ConfChangeSingle::default();
+        add.set_change_type(ConfChangeType::AddNode);
+        add.node_id = id;
+        changes.push(add);
+        let mut cc = ConfChangeV2::default();
+        cc.set_transition(ConfChangeTransition::Auto);
+        cc.set_changes(changes.into());
+        let proposed = self
+            .raw
+            .propose_conf_change(Vec::new(), cc)
+            .map_err(|e| raft_error(self.id, e));
+        self.drive(out, deliveries);
+        proposed
+    }
+
+    /// The configuration in force at raft index `index` (at least the last snapshot's).
+    fn conf_at(&self, index: u64) -> ConfState {
+        self.confs
+            .iter()
+            .rev()
+            .find(|(i, _)| *i <= index)
+            .or(self.confs.front())
+            .map(|(_, c)| c.clone())
+            .unwrap_or_default()
+    }
+
+    /// Applies a committed membership change (raft-rs turns a joint one into two entries).
+    fn apply_conf_change(&mut self, e: &Entry) {
+        use protobuf::Message as _;
+        let applied = match e.get_entry_type() {
+            EntryType::EntryConfChangeV2 => ConfChangeV2::parse_from_bytes(&e.data)
+                .ok()
+                .and_then(|cc| self.raw.apply_conf_change(&cc).ok()),
+            _ => ConfChange::parse_from_bytes(&e.data)
+                .ok()
+                .and_then(|cc| self.raw.apply_conf_change(&cc).ok()),
+        };
+        match applied {
+            Some(cs) => {
+                self.raw.mut_store().set_conf_state(cs.clone());
+                self.confs.push_back((e.index, cs));
+                self.stats.configuration_changes += 1;
+            }
+            None => self.stats.undecodable_entries += 1,
+        }
     }
 
     /// Hands raft a message that arrived from `from`.
@@ -343,7 +526,7 @@ impl Group {
         &mut self,
         from: Addr,
         msg: Message,
-        out: &mut Vec<(Addr, RaftMsg)>,
+        out: &mut Vec<(Addr, GroupMsg)>,
         deliveries: &mut VecDeque<Delivery>,
     ) -> Result<(), BroadcastError> {
         let refuse = |reason| BroadcastError::Misaddressed {
@@ -351,9 +534,9 @@ impl Group {
             from,
             reason,
         };
-        let checked = if msg.from != raft_id(from) {
+        let checked = if addr_of(msg.from) != from {
             Err(refuse("raft sender differs from the connection's"))
-        } else if msg.to != raft_id(self.me) {
+        } else if msg.to != self.my_id {
             Err(refuse("addressed to another member"))
         } else if !self.members.contains(&from) {
             Err(refuse("sender is not a member of the group"))
@@ -407,7 +590,7 @@ impl Group {
         let meta = snap.mut_metadata();
         meta.index = entry;
         meta.term = term;
-        meta.set_conf_state(self.raw.store().conf_state());
+        meta.set_conf_state(self.conf_at(entry));
         let retained = self.cfg.retained_entries;
         self.raw
             .mut_store()
@@ -415,6 +598,9 @@ impl Group {
             .map_err(|e| raft_error(self.id, e))?;
         while self.boundaries.front().is_some_and(|&(i, _)| i <= entry) {
             self.boundaries.pop_front();
+        }
+        while self.confs.len() > 1 && self.confs[1].0 <= entry {
+            self.confs.pop_front();
         }
         self.stats.snapshots_taken += 1;
         Ok(true)
@@ -425,15 +611,25 @@ impl Group {
     /// handed the snapshot (a [`Delivery::Restore`], if there is one) and then the entries after
     /// it, numbered as before.
     pub fn restart(&mut self, deliveries: &mut VecDeque<Delivery>) -> Result<(), BroadcastError> {
-        let store = self.raw.store().clone();
+        let mut store = self.raw.store().clone();
         let snap = store.snapshot_ref().clone();
         let applied = snap.get_metadata().index;
+        // Raft restores its configuration from storage and then replays the entries after the
+        // snapshot, membership changes among them: start from the configuration at the snapshot.
+        let conf = if applied > 0 {
+            snap.get_metadata().get_conf_state().clone()
+        } else {
+            self.initial_conf.clone()
+        };
+        store.set_conf_state(conf.clone());
         self.raw = RawNode::new(
-            &raft_config(&self.cfg, self.me, applied),
+            &raft_config(&self.cfg, self.my_id, applied),
             store,
             &self.logger,
         )
         .map_err(|e| raft_error(self.id, e))?;
+        self.confs = VecDeque::from([(applied, conf)]);
+        self.join_due = 0;
         self.incarnation += 1;
         self.observed.0 = u64::MAX;
         self.pin_election_timeout();
@@ -464,6 +660,7 @@ impl Group {
         self.next_seq = body.log_seq + 1;
         self.skip_to = body.app_seq;
         self.boundaries.clear();
+        self.confs = VecDeque::from([(self.applied, snap.get_metadata().get_conf_state().clone())]);
         deliveries.push_back(Delivery::Restore {
             group: self.id,
             index: body.app_seq,
@@ -471,11 +668,11 @@ impl Group {
         });
     }
 
-    fn send(&mut self, msgs: Vec<Message>, out: &mut Vec<(Addr, RaftMsg)>) {
+    fn send(&mut self, msgs: Vec<Message>, out: &mut Vec<(Addr, GroupMsg)>) {
         for m in msgs {
             let to = m.to;
             let snapshot = m.get_msg_type() == MessageType::MsgSnapshot;
-            out.push((addr_of(to), RaftMsg::encode(self.id, &m)));
+            out.push((addr_of(to), GroupMsg::encode(self.id, &m)));
             if snapshot {
                 // The snapshot is on its way; if it is lost, the follower's next rejection of an
                 // append makes the leader send it again.
@@ -490,7 +687,9 @@ impl Group {
                 continue;
             }
             self.applied = e.index;
-            if e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty() {
+            if e.get_entry_type() != EntryType::EntryNormal {
+                self.apply_conf_change(&e);
+            } else if !e.data.is_empty() {
                 match batch::decode(&e.data, &mut self.scratch) {
                     Ok(id) => {
                         for payload in self.scratch.drain(..) {
@@ -505,7 +704,7 @@ impl Group {
                                 });
                             }
                         }
-                        if id.proposer == raft_id(self.me) {
+                        if id.proposer == self.my_id {
                             self.inflight.retain(|&(n, _)| n != id.number);
                         }
                     }
@@ -537,7 +736,7 @@ impl Group {
     }
 
     /// Handles every ready raft has: sends, persists, installs snapshots and delivers.
-    fn drive(&mut self, out: &mut Vec<(Addr, RaftMsg)>, deliveries: &mut VecDeque<Delivery>) {
+    fn drive(&mut self, out: &mut Vec<(Addr, GroupMsg)>, deliveries: &mut VecDeque<Delivery>) {
         self.pin_election_timeout();
         while self.raw.has_ready() {
             let mut rd = self.raw.ready();

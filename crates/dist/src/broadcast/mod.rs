@@ -8,8 +8,13 @@
 //! - [`Group`] (`group.rs`): one member of one group: batching, delivery numbering, snapshots,
 //!   restart.
 //! - `batch.rs` (proposals gathered into one entry), `storage.rs` (raft storage with the
-//!   application's snapshot), `wire.rs` ([`RaftMsg`], the message nodes exchange),
+//!   application's snapshot), `wire.rs` ([`GroupMsg`], the message nodes exchange),
 //!   `config.rs`, `error.rs`.
+//!
+//! A member's raft storage models its durable log: [`Broadcast::restart`] recovers from it. A node
+//! that lost it (a process that died) must not vote under its old raft id, which a quorum may
+//! remember votes and acknowledgements of; it rejoins with [`Broadcast::join_group`] under a new
+//! id, which the leader swaps in by a joint-consensus membership change.
 //!
 //! Guarantees: every member of a group delivers the same payloads in the same order, each
 //! numbered by its position in the group (1, 2, ...), exactly once per incarnation; a payload
@@ -32,10 +37,10 @@ use bytes::Bytes;
 pub use batch::{BatchError, BatchId};
 pub use config::BroadcastConfig;
 pub use error::BroadcastError;
-pub use group::{Group, GroupStats, addr_of, raft_id};
+pub use group::{Group, GroupStats, addr_of, member_id, raft_id};
 pub use mux::Broadcast;
 pub use storage::SnapshotBody;
-pub use wire::{RaftBytes, RaftMsg};
+pub use wire::{GroupMsg, RaftBytes};
 
 /// Names one broadcast group (P-DUR: a logical partition).
 pub type GroupId = u32;

@@ -10,7 +10,7 @@ use phasedb_net::{Addr, Transport};
 use crate::broadcast::config::BroadcastConfig;
 use crate::broadcast::error::BroadcastError;
 use crate::broadcast::group::{Group, GroupStats};
-use crate::broadcast::wire::RaftMsg;
+use crate::broadcast::wire::GroupMsg;
 use crate::broadcast::{Delivery, GroupId, SnapshotSource};
 
 /// The broadcast groups one node belongs to (P-DUR: one per logical partition), driven sans-I/O:
@@ -20,7 +20,7 @@ pub struct Broadcast {
     me: Addr,
     cfg: BroadcastConfig,
     groups: BTreeMap<GroupId, Group>,
-    outgoing: Vec<(Addr, RaftMsg)>,
+    outgoing: Vec<(Addr, GroupMsg)>,
     deliveries: VecDeque<Delivery>,
 }
 
@@ -49,6 +49,32 @@ impl Broadcast {
             Entry::Occupied(_) => Err(BroadcastError::DuplicateGroup(group)),
             Entry::Vacant(v) => {
                 v.insert(Group::new(group, self.me, members, self.cfg.clone())?);
+                Ok(())
+            }
+        }
+    }
+
+    /// Joins group `group` after this node restarted without its storage (a process that died):
+    /// the member asks the leader to admit it under raft id `member_id(me, incarnation)` in place of
+    /// its old one, then catches up by snapshot and log; its deliveries start over with a
+    /// `Restore` or from the first payload. `incarnation` (above 0) must differ from every earlier
+    /// one of this node, e.g. a restart count or the start time in seconds.
+    pub fn join_group(
+        &mut self,
+        group: GroupId,
+        members: &[Addr],
+        incarnation: u32,
+    ) -> Result<(), BroadcastError> {
+        match self.groups.entry(group) {
+            Entry::Occupied(_) => Err(BroadcastError::DuplicateGroup(group)),
+            Entry::Vacant(v) => {
+                v.insert(Group::joining(
+                    group,
+                    self.me,
+                    members,
+                    self.cfg.clone(),
+                    incarnation,
+                )?);
                 Ok(())
             }
         }
@@ -91,18 +117,25 @@ impl Broadcast {
 
     /// Handles a message from node `from`; a message that does not decode or does not belong is
     /// refused with an error and changes nothing.
-    pub fn step(&mut self, from: Addr, msg: &RaftMsg) -> Result<(), BroadcastError> {
-        let group = msg.group;
+    pub fn step(&mut self, from: Addr, msg: &GroupMsg) -> Result<(), BroadcastError> {
+        let group = msg.group();
         let g = self
             .groups
             .get_mut(&group)
             .ok_or(BroadcastError::UnknownGroup(group))?;
-        let raft = msg.decode().map_err(|e| BroadcastError::Decode {
-            group,
-            from,
-            reason: e.to_string(),
-        })?;
-        g.step(from, raft, &mut self.outgoing, &mut self.deliveries)
+        match msg {
+            GroupMsg::Raft { raft, .. } => {
+                let raft = raft.decode().map_err(|e| BroadcastError::Decode {
+                    group,
+                    from,
+                    reason: e.to_string(),
+                })?;
+                g.step(from, raft, &mut self.outgoing, &mut self.deliveries)
+            }
+            GroupMsg::Join { id, .. } => {
+                g.join(from, *id, &mut self.outgoing, &mut self.deliveries)
+            }
+        }
     }
 
     /// Advances every group's clock to `now` (ns of the transport's clock): elections,
@@ -114,12 +147,12 @@ impl Broadcast {
     }
 
     /// Messages to send, with their destination, oldest first.
-    pub fn drain_outgoing(&mut self) -> std::vec::Drain<'_, (Addr, RaftMsg)> {
+    pub fn drain_outgoing(&mut self) -> std::vec::Drain<'_, (Addr, GroupMsg)> {
         self.outgoing.drain(..)
     }
 
     /// Sends every outgoing message through `net`, wrapped into the node's message type.
-    pub fn send_all<M, T: Transport<M>>(&mut self, net: &mut T, wrap: impl Fn(RaftMsg) -> M) {
+    pub fn send_all<M, T: Transport<M>>(&mut self, net: &mut T, wrap: impl Fn(GroupMsg) -> M) {
         for (to, msg) in self.outgoing.drain(..) {
             net.send(to, wrap(msg));
         }
@@ -204,6 +237,7 @@ impl Broadcast {
             t.snapshots_taken += s.snapshots_taken;
             t.snapshots_installed += s.snapshots_installed;
             t.refused_messages += s.refused_messages;
+            t.configuration_changes += s.configuration_changes;
         }
         t
     }

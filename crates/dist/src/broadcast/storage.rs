@@ -87,6 +87,11 @@ impl GroupStorage {
             .unwrap_or_default()
     }
 
+    /// Persists the group's configuration after a membership change.
+    pub fn set_conf_state(&mut self, cs: ConfState) {
+        self.mem.wl().set_conf_state(cs);
+    }
+
     /// Persists entries raft handed over in a ready.
     pub fn append(&mut self, entries: &[Entry]) -> raft::Result<()> {
         self.mem.wl().append(entries)

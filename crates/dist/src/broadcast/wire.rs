@@ -1,5 +1,6 @@
 //! The broadcast's message on the wire: a group id and one raft message in raft's own protobuf
-//! encoding, carried as bytes inside the node's postcard-encoded message type.
+//! encoding, carried as bytes inside the node's postcard-encoded message type, or a restarted
+//! member's request to join under a new raft id.
 //!
 //! Decoding the protobuf bytes returns an error for anything malformed; it never panics.
 
@@ -9,13 +10,24 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::broadcast::GroupId;
 
-/// One raft message of one group, as it travels between nodes.
+/// What the members of a group send each other.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RaftMsg {
-    /// The broadcast group (P-DUR: the logical partition).
-    pub group: GroupId,
-    /// The raft message, protobuf-encoded.
-    pub raft: RaftBytes,
+pub enum GroupMsg {
+    /// One raft message of `group` (P-DUR: the logical partition), protobuf-encoded.
+    Raft {
+        /// The broadcast group.
+        group: GroupId,
+        /// The raft message.
+        raft: RaftBytes,
+    },
+    /// A member that lost its storage asks the leader to replace its old raft id in the group's
+    /// configuration with `id` ([`crate::broadcast::Broadcast::join_group`]).
+    Join {
+        /// The broadcast group.
+        group: GroupId,
+        /// The sender's new raft id.
+        id: u64,
+    },
 }
 
 /// Raw bytes that postcard writes as one length-prefixed run (not byte by byte).
@@ -63,32 +75,31 @@ impl<'de> Deserialize<'de> for RaftBytes {
     }
 }
 
-impl RaftMsg {
+impl GroupMsg {
     /// Wraps a raft message of `group`.
-    pub fn encode(group: GroupId, msg: &Message) -> RaftMsg {
+    pub fn encode(group: GroupId, msg: &Message) -> GroupMsg {
         use protobuf::Message as _;
         // Writing a message built by raft into a Vec cannot fail (no required fields, no I/O).
         let raft = msg.write_to_bytes().unwrap_or_default();
-        RaftMsg {
+        GroupMsg::Raft {
             group,
             raft: RaftBytes(raft),
         }
     }
 
+    /// The group the message belongs to.
+    pub fn group(&self) -> GroupId {
+        match self {
+            GroupMsg::Raft { group, .. } | GroupMsg::Join { group, .. } => *group,
+        }
+    }
+}
+
+impl RaftBytes {
     /// The raft message inside, or what is wrong with its bytes.
     pub fn decode(&self) -> Result<Message, protobuf::ProtobufError> {
         use protobuf::Message as _;
-        Message::parse_from_bytes(&self.raft.0)
-    }
-
-    /// Bytes of the raft message.
-    pub fn len(&self) -> usize {
-        self.raft.0.len()
-    }
-
-    /// True for an empty raft message (which decodes to raft's default message).
-    pub fn is_empty(&self) -> bool {
-        self.raft.0.is_empty()
+        Message::parse_from_bytes(&self.0)
     }
 }
 
@@ -114,42 +125,47 @@ mod tests {
         m
     }
 
+    fn raft_of(msg: &GroupMsg) -> &RaftBytes {
+        match msg {
+            GroupMsg::Raft { raft, .. } => raft,
+            GroupMsg::Join { .. } => panic!("not a raft message"),
+        }
+    }
+
     #[test]
     fn a_raft_message_survives_postcard_and_protobuf() {
-        let msg = RaftMsg::encode(5, &append());
+        let msg = GroupMsg::encode(5, &append());
         let bytes = postcard::to_stdvec(&msg).unwrap();
-        assert!(bytes.len() < msg.len() + 8, "bytes travel as one run");
-        let back: RaftMsg = postcard::from_bytes(&bytes).unwrap();
+        assert!(
+            bytes.len() < raft_of(&msg).0.len() + 8,
+            "bytes travel as one run"
+        );
+        let back: GroupMsg = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(back, msg);
-        assert_eq!(back.decode().unwrap(), append());
+        assert_eq!(back.group(), 5);
+        assert_eq!(raft_of(&back).decode().unwrap(), append());
     }
 
     #[test]
     fn truncated_and_random_bytes_never_panic_the_decoders() {
-        let msg = RaftMsg::encode(1, &append());
+        let msg = GroupMsg::encode(1, &append());
         let wire = postcard::to_stdvec(&msg).unwrap();
         for cut in 0..wire.len() {
-            if let Ok(m) = postcard::from_bytes::<RaftMsg>(&wire[..cut]) {
-                let _ = m.decode();
+            if let Ok(GroupMsg::Raft { raft, .. }) = postcard::from_bytes::<GroupMsg>(&wire[..cut])
+            {
+                let _ = raft.decode();
             }
         }
-        for cut in 0..msg.len() {
-            let short = RaftMsg {
-                group: 1,
-                raft: RaftBytes(msg.raft.0[..cut].to_vec()),
-            };
-            let _ = short.decode();
+        let bytes = &raft_of(&msg).0;
+        for cut in 0..bytes.len() {
+            let _ = RaftBytes(bytes[..cut].to_vec()).decode();
         }
         let mut rng = SmallRng::seed_from_u64(7);
         let mut refused = 0;
         for _ in 0..2_000 {
             let len = rng.random_range(0..64);
             let junk: Vec<u8> = (0..len).map(|_| rng.random()).collect();
-            let m = RaftMsg {
-                group: 0,
-                raft: RaftBytes(junk),
-            };
-            refused += m.decode().is_err() as u32;
+            refused += RaftBytes(junk).decode().is_err() as u32;
         }
         assert!(refused > 0, "random bytes were all accepted");
     }

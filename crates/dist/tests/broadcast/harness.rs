@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use phasedb_dist::broadcast::{
-    Broadcast, BroadcastConfig, Delivery, GroupId, RaftMsg, SnapshotSource,
+    Broadcast, BroadcastConfig, Delivery, GroupId, GroupMsg, SnapshotSource,
 };
 use phasedb_net::{Addr, Node, Transport};
 
@@ -113,6 +113,13 @@ pub struct Replica {
     pub violations: Vec<String>,
     /// Shared counters (TCP runs).
     pub progress: Option<Arc<Progress>>,
+    /// A crash loses the broadcast's storage too: the node rejoins every group under a new
+    /// incarnation.
+    pub amnesia: bool,
+    /// Incarnations so far.
+    pub incarnation: u32,
+    cfg: BroadcastConfig,
+    groups: Vec<(GroupId, Vec<Addr>)>,
 }
 
 struct State<'a>(&'a BTreeMap<GroupId, Vec<Bytes>>);
@@ -132,7 +139,7 @@ impl Replica {
         groups: &[(GroupId, Vec<Addr>)],
         load: Load,
     ) -> Self {
-        let mut bcast = Broadcast::new(me, cfg).expect("valid settings");
+        let mut bcast = Broadcast::new(me, cfg.clone()).expect("valid settings");
         for (g, members) in groups {
             if members.contains(&me) {
                 bcast.add_group(*g, members).expect("valid group");
@@ -150,6 +157,10 @@ impl Replica {
             refused: 0,
             violations: Vec::new(),
             progress: None,
+            amnesia: false,
+            incarnation: 0,
+            cfg,
+            groups: groups.to_vec(),
         }
     }
 
@@ -231,7 +242,7 @@ impl Replica {
         }
     }
 
-    fn pump<T: Transport<RaftMsg>>(&mut self, net: &mut T) {
+    fn pump<T: Transport<GroupMsg>>(&mut self, net: &mut T) {
         self.apply();
         if self.snapshots {
             self.bcast
@@ -243,21 +254,21 @@ impl Replica {
 }
 
 impl Node for Replica {
-    type Msg = RaftMsg;
+    type Msg = GroupMsg;
 
-    fn on_start<T: Transport<RaftMsg>>(&mut self, net: &mut T) {
+    fn on_start<T: Transport<GroupMsg>>(&mut self, net: &mut T) {
         self.bcast.tick(net.now());
         self.pump(net);
     }
 
-    fn on_message<T: Transport<RaftMsg>>(&mut self, net: &mut T, from: Addr, msg: RaftMsg) {
+    fn on_message<T: Transport<GroupMsg>>(&mut self, net: &mut T, from: Addr, msg: GroupMsg) {
         if self.bcast.step(from, &msg).is_err() {
             self.refused += 1;
         }
         self.pump(net);
     }
 
-    fn on_tick<T: Transport<RaftMsg>>(&mut self, net: &mut T) {
+    fn on_tick<T: Transport<GroupMsg>>(&mut self, net: &mut T) {
         self.generate();
         self.bcast.tick(net.now());
         self.pump(net);
@@ -266,9 +277,21 @@ impl Node for Replica {
     fn on_crash(&mut self) {
         self.log.clear();
         self.own_delivered.clear();
-        self.bcast
-            .restart()
-            .expect("a member restarts from its storage");
+        if self.amnesia {
+            self.incarnation += 1;
+            self.bcast = Broadcast::new(self.me, self.cfg.clone()).expect("valid settings");
+            for (g, members) in &self.groups {
+                if members.contains(&self.me) {
+                    self.bcast
+                        .join_group(*g, members, self.incarnation)
+                        .expect("valid group");
+                }
+            }
+        } else {
+            self.bcast
+                .restart()
+                .expect("a member restarts from its storage");
+        }
     }
 
     fn is_done(&self) -> bool {
