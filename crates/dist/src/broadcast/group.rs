@@ -1,5 +1,6 @@
 //! One member of one broadcast group: a raft-rs `RawNode` driven sans-I/O, with batching of
-//! proposals, numbering of delivered payloads, snapshots and recovery.
+//! proposals and numbering of delivered payloads; snapshots and restarts are in `group/recovery.rs`,
+//! raft ids and readmission under a new id in `group/membership.rs`.
 //!
 //! Atomic broadcast is a replicated log (P-DUR §V: "independent instances of atomic broadcast",
 //! one per logical partition; the paper's prototype used Paxos, this is raft): a payload is
@@ -15,11 +16,8 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use raft::eraftpb::{
-    ConfChange, ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, ConfState,
-    Entry, EntryType, Message, MessageType, Snapshot,
-};
-use raft::{RawNode, SnapshotStatus, StateRole, Storage};
+use raft::eraftpb::{ConfState, Entry, EntryType, Message, MessageType};
+use raft::{RawNode, SnapshotStatus, StateRole};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use slog::{Discard, Logger, o};
@@ -33,21 +31,10 @@ use crate::broadcast::storage::{GroupStorage, SnapshotBody};
 use crate::broadcast::wire::GroupMsg;
 use crate::broadcast::{Delivery, GroupId};
 
-/// The raft id of the node at `addr` when the group starts (raft reserves 0).
-pub fn raft_id(addr: Addr) -> u64 {
-    member_id(addr, 0)
-}
+mod membership;
+mod recovery;
 
-/// The raft id of the node at `addr` in its `incarnation`: a node that lost its storage rejoins
-/// under a new id ([`Group::joining`]), never under one a quorum may remember votes or entries of.
-pub fn member_id(addr: Addr, incarnation: u32) -> u64 {
-    (u64::from(incarnation) << 32) | (u64::from(addr) + 1)
-}
-
-/// The node whose raft id is `id`, whatever its incarnation.
-pub fn addr_of(id: u64) -> Addr {
-    (id & 0xffff_ffff).saturating_sub(1) as Addr
-}
+pub use membership::{addr_of, member_id, raft_id};
 
 /// Counters of one member.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -260,14 +247,6 @@ impl Group {
         (id != 0).then(|| addr_of(id))
     }
 
-    /// Raft ids of the group's voters as this member knows them (both halves of a joint
-    /// configuration).
-    pub fn voters(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self.raw.raft.prs().conf().voters().ids().iter().collect();
-        v.sort_unstable();
-        v
-    }
-
     /// True while this member leads the group.
     pub fn is_leader(&self) -> bool {
         self.raw.raft.state == StateRole::Leader
@@ -411,116 +390,6 @@ impl Group {
         self.drive(out, deliveries);
     }
 
-    /// While this member is not a voter under its raft id, asks every other member (only the
-    /// leader acts) once per election timeout to let it in.
-    fn ask_to_join(&mut self, now: u64, out: &mut Vec<(Addr, GroupMsg)>) {
-        if !self.joining {
-            return;
-        }
-        if self.raw.raft.prs().conf().voters().contains(self.my_id) {
-            self.joining = false;
-            return;
-        }
-        if now < self.join_due {
-            return;
-        }
-        self.join_due = now + self.cfg.tick_ns * self.cfg.election_ticks as u64;
-        for &m in self.members.iter().filter(|&&m| m != self.me) {
-            out.push((
-                m,
-                GroupMsg::Join {
-                    group: self.id,
-                    id: self.my_id,
-                },
-            ));
-        }
-    }
-
-    /// True while this member, restarted without storage, waits to be a voter again.
-    pub fn is_joining(&self) -> bool {
-        self.joining
-    }
-
-    /// At the leader: replaces the raft id(s) of `from` in the configuration with `id`, the id
-    /// `from` restarted under without its storage. Its old id can no longer vote, so a quorum
-    /// never counts a vote or an acknowledgement that `from` forgot. Ignored by followers, while
-    /// another change is under way (the joiner asks again) and once `id` is a voter.
-    pub fn join(
-        &mut self,
-        from: Addr,
-        id: u64,
-        out: &mut Vec<(Addr, GroupMsg)>,
-        deliveries: &mut VecDeque<Delivery>,
-    ) -> Result<(), BroadcastError> {
-        if addr_of(id) != from || !self.members.contains(&from) || from == self.me {
-            self.stats.refused_messages += 1;
-            return Err(BroadcastError::Misaddressed {
-                group: self.id,
-                from,
-                reason: "join for an id of another node",
-            });
-        }
-        let voters: Vec<u64> = self.raw.raft.prs().conf().voters().ids().iter().collect();
-        if !self.is_leader() || voters.contains(&id) || self.raw.raft.has_pending_conf() {
-            return Ok(());
-        }
-        let mut changes: Vec<ConfChangeSingle> = voters
-            .iter()
-            .filter(|&&v| addr_of(v) == from)
-            .map(|&v| {
-                let mut c = ConfChangeSingle::default();
-                c.set_change_type(ConfChangeType::RemoveNode);
-                c.node_id = v;
-                c
-            })
-            .collect();
-        let mut add = ConfChangeSingle::default();
-        add.set_change_type(ConfChangeType::AddNode);
-        add.node_id = id;
-        changes.push(add);
-        let mut cc = ConfChangeV2::default();
-        cc.set_transition(ConfChangeTransition::Auto);
-        cc.set_changes(changes.into());
-        let proposed = self
-            .raw
-            .propose_conf_change(Vec::new(), cc)
-            .map_err(|e| raft_error(self.id, e));
-        self.drive(out, deliveries);
-        proposed
-    }
-
-    /// The configuration in force at raft index `index` (at least the last snapshot's).
-    fn conf_at(&self, index: u64) -> ConfState {
-        self.confs
-            .iter()
-            .rev()
-            .find(|(i, _)| *i <= index)
-            .or(self.confs.front())
-            .map(|(_, c)| c.clone())
-            .unwrap_or_default()
-    }
-
-    /// Applies a committed membership change (raft-rs turns a joint one into two entries).
-    fn apply_conf_change(&mut self, e: &Entry) {
-        use protobuf::Message as _;
-        let applied = match e.get_entry_type() {
-            EntryType::EntryConfChangeV2 => ConfChangeV2::parse_from_bytes(&e.data)
-                .ok()
-                .and_then(|cc| self.raw.apply_conf_change(&cc).ok()),
-            _ => ConfChange::parse_from_bytes(&e.data)
-                .ok()
-                .and_then(|cc| self.raw.apply_conf_change(&cc).ok()),
-        };
-        match applied {
-            Some(cs) => {
-                self.raw.mut_store().set_conf_state(cs.clone());
-                self.confs.push_back((e.index, cs));
-                self.stats.configuration_changes += 1;
-            }
-            None => self.stats.undecodable_entries += 1,
-        }
-    }
-
     /// Hands raft a message that arrived from `from`.
     pub fn step(
         &mut self,
@@ -552,120 +421,6 @@ impl Group {
         }
         self.drive(out, deliveries);
         checked
-    }
-
-    /// Records the application's state of this group, which reflects every payload up to number
-    /// `index`, as the group's snapshot, and compacts the log behind it. Returns false when the
-    /// snapshot would not be newer than the one held (nothing changes).
-    pub fn offer_snapshot(&mut self, index: u64, state: Bytes) -> Result<bool, BroadcastError> {
-        let delivered = self.delivered();
-        if index > delivered {
-            return Err(BroadcastError::SnapshotAhead {
-                group: self.id,
-                index,
-                delivered,
-            });
-        }
-        let Some(&(entry, log_seq)) = self.boundaries.iter().rev().find(|(_, s)| *s <= index)
-        else {
-            return Ok(false);
-        };
-        if entry <= self.snapshot_index() {
-            return Ok(false);
-        }
-        let term = self
-            .raw
-            .store()
-            .term(entry)
-            .map_err(|e| raft_error(self.id, e))?;
-        let body = SnapshotBody {
-            log_seq,
-            app_seq: index.max(log_seq),
-            state,
-        };
-        let mut snap = Snapshot {
-            data: Bytes::from(body.encode()),
-            ..Default::default()
-        };
-        let meta = snap.mut_metadata();
-        meta.index = entry;
-        meta.term = term;
-        meta.set_conf_state(self.conf_at(entry));
-        let retained = self.cfg.retained_entries;
-        self.raw
-            .mut_store()
-            .record(snap, retained)
-            .map_err(|e| raft_error(self.id, e))?;
-        while self.boundaries.front().is_some_and(|&(i, _)| i <= entry) {
-            self.boundaries.pop_front();
-        }
-        while self.confs.len() > 1 && self.confs[1].0 <= entry {
-            self.confs.pop_front();
-        }
-        self.stats.snapshots_taken += 1;
-        Ok(true)
-    }
-
-    /// The member crashed: everything but its storage (the durable log, hard state and snapshot)
-    /// is forgotten, and it restarts from that storage. Its application starts over too: it is
-    /// handed the snapshot (a [`Delivery::Restore`], if there is one) and then the entries after
-    /// it, numbered as before.
-    pub fn restart(&mut self, deliveries: &mut VecDeque<Delivery>) -> Result<(), BroadcastError> {
-        let mut store = self.raw.store().clone();
-        let snap = store.snapshot_ref().clone();
-        let applied = snap.get_metadata().index;
-        // Raft restores its configuration from storage and then replays the entries after the
-        // snapshot, membership changes among them: start from the configuration at the snapshot.
-        let conf = if applied > 0 {
-            snap.get_metadata().get_conf_state().clone()
-        } else {
-            self.initial_conf.clone()
-        };
-        store.set_conf_state(conf.clone());
-        self.raw = RawNode::new(
-            &raft_config(&self.cfg, self.my_id, applied),
-            store,
-            &self.logger,
-        )
-        .map_err(|e| raft_error(self.id, e))?;
-        self.confs = VecDeque::from([(applied, conf)]);
-        self.join_due = 0;
-        self.incarnation += 1;
-        self.observed.0 = u64::MAX;
-        self.pin_election_timeout();
-        self.next_tick = None;
-        self.batch = BatchBuilder::default();
-        self.batch_number = 0;
-        self.inflight.clear();
-        self.boundaries.clear();
-        self.applied = applied;
-        self.next_seq = 1;
-        self.skip_to = 0;
-        if applied > 0 {
-            self.restore(&snap, deliveries);
-        }
-        Ok(())
-    }
-
-    /// Hands the application a snapshot's state and numbers the entries after it.
-    fn restore(&mut self, snap: &Snapshot, deliveries: &mut VecDeque<Delivery>) {
-        let body = SnapshotBody::decode(&snap.data).unwrap_or(SnapshotBody {
-            log_seq: 0,
-            app_seq: 0,
-            state: Bytes::new(),
-        });
-        self.applied = snap.get_metadata().index;
-        // Entries after the snapshot's are numbered from its entry's last payload on; those the
-        // state already reflects (up to `app_seq`) are skipped.
-        self.next_seq = body.log_seq + 1;
-        self.skip_to = body.app_seq;
-        self.boundaries.clear();
-        self.confs = VecDeque::from([(self.applied, snap.get_metadata().get_conf_state().clone())]);
-        deliveries.push_back(Delivery::Restore {
-            group: self.id,
-            index: body.app_seq,
-            state: body.state,
-        });
     }
 
     fn send(&mut self, msgs: Vec<Message>, out: &mut Vec<(Addr, GroupMsg)>) {

@@ -5,8 +5,8 @@
 //!
 //! - [`Broadcast`] (`mux.rs`): a node's members of every group it belongs to, multiplexed by
 //!   [`GroupId`]: `propose`, `step`, `tick(now)`, `drain_outgoing`, `drain_deliveries`.
-//! - [`Group`] (`group.rs`): one member of one group: batching, delivery numbering, snapshots,
-//!   restart.
+//! - [`Group`] (`group.rs`): one member of one group: batching and delivery numbering;
+//!   `group/recovery.rs` snapshots and restarts, `group/membership.rs` raft ids and readmission.
 //! - `batch.rs` (proposals gathered into one entry), `storage.rs` (raft storage with the
 //!   application's snapshot), `wire.rs` ([`GroupMsg`], the message nodes exchange),
 //!   `config.rs`, `error.rs`.
