@@ -415,6 +415,40 @@ fn malformed_and_misaddressed_messages_are_refused_and_change_nothing() {
 }
 
 #[test]
+fn a_message_raft_cannot_accept_restarts_the_member_from_its_storage() {
+    for seed in seeds(2) {
+        let mut sim = cluster(SimConfig::new(seed), config(seed), 1);
+        sim.run_until(100 * MS);
+        let leader = sim.node(0).bcast.leader(0).expect("group 0 has a leader");
+        let follower = (0..NODES).find(|&n| n != leader).unwrap();
+        // A heartbeat from the leader, in its term, committing far beyond the follower's log:
+        // raft-rs panics on it.
+        let mut m = raft::eraftpb::Message::default();
+        m.set_msg_type(raft::eraftpb::MessageType::MsgHeartbeat);
+        m.from = raft_id(leader);
+        m.to = raft_id(follower);
+        m.term = sim.node(follower).bcast.group(0).unwrap().term();
+        m.commit = 1 << 40;
+        let r = sim.with_node(follower, |n, _| {
+            n.bcast.step(leader, &GroupMsg::encode(0, &m))
+        });
+        assert!(
+            r.is_err(),
+            "seed {seed}: an impossible commit index was accepted"
+        );
+        let stats = sim.node(follower).bcast.group(0).unwrap().stats();
+        assert_eq!(stats.raft_panics, 1, "seed {seed}");
+        sim.run_until(300 * MS);
+        quiesce(&mut sim, 2_000 * MS);
+        check_total_order(&sim);
+        assert!(
+            sim.node(follower).restores >= 1,
+            "seed {seed}: no restore after the restart"
+        );
+    }
+}
+
+#[test]
 fn impossible_settings_and_member_lists_are_refused() {
     let bad = BroadcastConfig {
         heartbeat_ticks: 10,

@@ -14,6 +14,7 @@
 //! what it has not seen delivered (P-DUR by transaction id, ignoring duplicates).
 
 use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use bytes::Bytes;
 use raft::eraftpb::{ConfState, Entry, EntryType, Message, MessageType};
@@ -59,6 +60,8 @@ pub struct GroupStats {
     pub refused_messages: u64,
     /// Membership changes applied (a member rejoining under a new id takes two).
     pub configuration_changes: u64,
+    /// Messages on which raft panicked (the member restarted from its storage).
+    pub raft_panics: u64,
 }
 
 /// One node's member of one broadcast group.
@@ -414,13 +417,37 @@ impl Group {
         {
             Err(refuse("snapshot data is malformed"))
         } else {
-            self.raw.step(msg).map_err(|e| raft_error(self.id, e))
+            self.step_raft(msg, deliveries)
         };
         if checked.is_err() {
             self.stats.refused_messages += 1;
         }
         self.drive(out, deliveries);
         checked
+    }
+
+    /// Steps raft, which trusts a decodable message from a member and panics on some impossible
+    /// ones (a commit index beyond the log it holds, say). A panic leaves raft's memory in an
+    /// unknown state, so the member restarts from its storage, as after a crash, and the message
+    /// is refused.
+    fn step_raft(
+        &mut self,
+        msg: Message,
+        deliveries: &mut VecDeque<Delivery>,
+    ) -> Result<(), BroadcastError> {
+        let raw = &mut self.raw;
+        match catch_unwind(AssertUnwindSafe(|| raw.step(msg))) {
+            Ok(r) => r.map_err(|e| raft_error(self.id, e)),
+            Err(_) => {
+                self.stats.raft_panics += 1;
+                self.restart(deliveries)?;
+                Err(BroadcastError::Raft {
+                    group: self.id,
+                    reason: "raft panicked on the message; the member restarted from its storage"
+                        .into(),
+                })
+            }
+        }
     }
 
     fn send(&mut self, msgs: Vec<Message>, out: &mut Vec<(Addr, GroupMsg)>) {

@@ -58,8 +58,9 @@ pub enum Delivery {
         payload: Bytes,
     },
     /// Replace the application's state of `group` with `state`, which reflects every payload up
-    /// to `index`; the next `Entry` of the group has `index + 1`. Comes after a restart and when
-    /// a leader transfers its snapshot to a member that fell behind.
+    /// to `index`; the next `Entry` of the group has `index + 1`. Comes after a restart (an empty
+    /// state at index 0 when the group has no snapshot yet) and when a leader transfers its
+    /// snapshot to a member that fell behind.
     Restore {
         /// The group.
         group: GroupId,

@@ -213,7 +213,8 @@ impl Broadcast {
     /// The node crashed and restarts: each member keeps only its storage (hard state, log,
     /// snapshot) and rebuilds raft from it; gathered proposals, messages not yet sent and
     /// deliveries not yet drained are lost. The application restarts empty: the deliveries start
-    /// over with each group's snapshot ([`Delivery::Restore`]) and the entries after it.
+    /// over with each group's snapshot ([`Delivery::Restore`], an empty state at index 0 when there
+    /// is none) and the entries after it.
     pub fn restart(&mut self) -> Result<(), BroadcastError> {
         self.outgoing.clear();
         self.deliveries.clear();
@@ -238,6 +239,7 @@ impl Broadcast {
             t.snapshots_installed += s.snapshots_installed;
             t.refused_messages += s.refused_messages;
             t.configuration_changes += s.configuration_changes;
+            t.raft_panics += s.raft_panics;
         }
         t
     }

@@ -70,8 +70,8 @@ impl Group {
 
     /// The member crashed: everything but its storage (the durable log, hard state and snapshot)
     /// is forgotten, and it restarts from that storage. Its application starts over too: it is
-    /// handed the snapshot (a [`Delivery::Restore`], if there is one) and then the entries after
-    /// it, numbered as before.
+    /// handed the snapshot (a [`Delivery::Restore`]; an empty state at index 0 if there is none)
+    /// and then the entries after it, numbered as before.
     pub fn restart(&mut self, deliveries: &mut VecDeque<Delivery>) -> Result<(), BroadcastError> {
         let mut store = self.raw.store().clone();
         let snap = store.snapshot_ref().clone();
@@ -105,6 +105,13 @@ impl Group {
         self.skip_to = 0;
         if applied > 0 {
             self.restore(&snap, deliveries);
+        } else {
+            // No snapshot yet: the application starts from its empty state.
+            deliveries.push_back(Delivery::Restore {
+                group: self.id,
+                index: 0,
+                state: Bytes::new(),
+            });
         }
         Ok(())
     }
