@@ -16,6 +16,19 @@
 //! remember votes and acknowledgements of; it rejoins with [`Broadcast::join_group`] under a new
 //! id, which the leader swaps in by a joint-consensus membership change.
 //!
+//! Wiring into a node (P-DUR: a group per logical partition, every replica a member of each):
+//!
+//! ```text
+//! let mut bcast = Broadcast::new(me, BroadcastConfig::default())?;
+//! for p in 0..partitions { bcast.add_group(p, &replicas)?; }   // join_group(p, &replicas, inc) after losing storage
+//! // on_message(from, Msg::Bcast(m)):  bcast.step(from, &m)   (an Err is a refused message)
+//! // on_tick:                          bcast.tick(net.now())
+//! // to broadcast a transaction:       bcast.propose(p, &bytes)?
+//! // after every event:                bcast.send_all(net, Msg::Bcast);
+//! //                                   for d in bcast.drain_deliveries() { certify / restore }
+//! //                                   for p in bcast.snapshots_due() { bcast.offer_snapshot(p, applied, state)? }
+//! ```
+//!
 //! Guarantees: every member of a group delivers the same payloads in the same order, each
 //! numbered by its position in the group (1, 2, ...), exactly once per incarnation; a payload
 //! delivered anywhere is never lost while a majority of the group keeps its storage. Proposals
