@@ -22,8 +22,8 @@ pub struct BroadcastConfig {
     /// A proposed batch not delivered after this long (ns) is presumed lost (its leader failed)
     /// and stops counting as in flight. Raft proposals are not retried: the application re-proposes.
     pub proposal_timeout_ns: u64,
-    /// Entries applied since the last snapshot at which [`crate::broadcast::Broadcast::snapshot_due`]
-    /// asks the application for its state.
+    /// Entries applied since the last snapshot at which
+    /// [`crate::broadcast::Broadcast::snapshots_due`] asks the application for its state.
     pub snapshot_entries: u64,
     /// Entries kept in the log behind a snapshot, so a follower slightly behind catches up from
     /// the log instead of a state transfer.
