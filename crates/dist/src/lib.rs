@@ -17,6 +17,7 @@
 
 pub mod bench;
 pub mod bloom;
+pub mod broadcast;
 pub mod client;
 pub mod epci;
 pub mod expiring;
