@@ -4,73 +4,7 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-
-use common::TempDir;
-
-/// What a quick run wrote.
-struct Output {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
-    report: String,
-    stdout: String,
-    /// Progress and the nodes' messages, shown when an assertion on the counters fails.
-    stderr: String,
-}
-
-impl Output {
-    fn column(&self, name: &str) -> Vec<&str> {
-        let i = self
-            .header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no column `{name}` in {:?}", self.header));
-        self.rows.iter().map(|r| r[i].as_str()).collect()
-    }
-}
-
-fn run_quick(name: &str) -> Output {
-    let dir = TempDir::new(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_phasedb"))
-        .args(["experiment", name, "--quick", "--out"])
-        .arg(&dir.0)
-        .output()
-        .expect("run phasedb");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{name} failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read = |ext: &str| {
-        let p: &Path = &dir.0;
-        std::fs::read_to_string(p.join(format!("{name}.{ext}")))
-            .unwrap_or_else(|e| panic!("{name}.{ext}: {e}"))
-    };
-    let csv = read("csv");
-    assert!(read("svg").contains("<svg"), "{name}.svg is not an SVG");
-    let mut lines = csv.lines();
-    let header: Vec<String> = lines
-        .next()
-        .expect("a header")
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    let rows: Vec<Vec<String>> = lines
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect();
-    for r in &rows {
-        assert_eq!(r.len(), header.len(), "{name}: ragged row {r:?}");
-    }
-    Output {
-        header,
-        rows,
-        report: read("md"),
-        stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
+use common::quick::{Output, run_quick};
 
 /// Every point counted and committed transactions; the report states each claim's paper numbers
 /// and a verdict, echoed on stdout.

@@ -6,73 +6,7 @@ mod common;
 
 use std::process::Command;
 
-use common::TempDir;
-
-/// What a quick run wrote.
-struct Output {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
-    report: String,
-    stdout: String,
-}
-
-impl Output {
-    fn column(&self, name: &str) -> Vec<&str> {
-        let i = self
-            .header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no column `{name}` in {:?}", self.header));
-        self.rows.iter().map(|r| r[i].as_str()).collect()
-    }
-
-    fn numbers(&self, name: &str) -> Vec<f64> {
-        self.column(name)
-            .iter()
-            .map(|v| v.parse().unwrap_or_else(|_| panic!("{name}: {v}")))
-            .collect()
-    }
-}
-
-fn run_quick(name: &str) -> Output {
-    let dir = TempDir::new(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_phasedb"))
-        .args(["experiment", name, "--quick", "--out"])
-        .arg(&dir.0)
-        .output()
-        .expect("run phasedb");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{name} failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read = |ext: &str| {
-        std::fs::read_to_string(dir.0.join(format!("{name}.{ext}")))
-            .unwrap_or_else(|e| panic!("{name}.{ext}: {e}"))
-    };
-    let csv = read("csv");
-    assert!(read("svg").contains("<svg"), "{name}.svg is not an SVG");
-    let mut lines = csv.lines();
-    let header: Vec<String> = lines
-        .next()
-        .expect("a header")
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    let rows: Vec<Vec<String>> = lines
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect();
-    for r in &rows {
-        assert_eq!(r.len(), header.len(), "{name}: ragged row {r:?}");
-    }
-    Output {
-        header,
-        rows,
-        report: read("md"),
-        stdout,
-    }
-}
+use common::quick::{Output, run_quick};
 
 /// Every point counted, committed transactions and had agreeing replicas; the report states the
 /// setup, each claim's paper numbers and a verdict, echoed on stdout, and the replicas' claim holds.
@@ -176,6 +110,46 @@ fn star_replication_compares_value_and_hybrid_bytes_and_throughput() {
 }
 
 #[test]
+fn star_latency_reports_percentiles_at_each_cross_partition_share() {
+    let o = run_quick("star-latency");
+    check_common(
+        &o,
+        &[
+            "STAR's latency is set by its 10 ms iteration",
+            "STAR's p50 and p99 latencies are similar to those of PB-OCC",
+            "every replica agrees",
+        ],
+    );
+    assert_eq!(o.column("cross_pct"), ["10", "50", "90"]);
+    let (p50, p99) = (o.numbers("p50_ms"), o.numbers("p99_ms"));
+    assert!(
+        p50.iter().zip(&p99).all(|(a, b)| *a > 0.0 && a <= b),
+        "{p50:?} {p99:?}"
+    );
+    assert!(
+        o.report.contains("Verdict: not checked"),
+        "the baselines' claim waits for them:\n{}",
+        o.report
+    );
+}
+
+#[test]
+fn star_network_injects_each_delay_and_compares_with_the_smallest() {
+    let o = run_quick("star-network");
+    check_common(
+        &o,
+        &[
+            "STAR keeps its throughput up to 0.5 ms of delay",
+            "at 10 ms of delay STAR keeps about a third of its throughput",
+            "Dist-OCC keeps about a fifth of its throughput at 1 ms of delay",
+            "every replica agrees",
+        ],
+    );
+    assert_eq!(o.column("delay_ms"), ["0.1", "0.5", "2"]);
+    assert_eq!(o.column("of_base_pct")[0], "100.0");
+}
+
+#[test]
 fn star_experiments_are_listed_as_built_and_refuse_flags_they_cannot_use() {
     let phasedb = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_phasedb"))
@@ -190,7 +164,12 @@ fn star_experiments_are_listed_as_built_and_refuse_flags_they_cannot_use() {
     };
     let (code, list, _) = phasedb(&["experiment", "--list"]);
     assert_eq!(code, Some(0));
-    for name in ["star-iteration", "star-replication"] {
+    for name in [
+        "star-iteration",
+        "star-replication",
+        "star-latency",
+        "star-network",
+    ] {
         let line = list
             .lines()
             .find(|l| l.starts_with(&format!("{name} ")))

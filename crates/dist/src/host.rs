@@ -26,8 +26,8 @@ pub fn disable_huge_pages() -> std::io::Result<()> {
 /// A benchmark on loopback runs more busy event loops (nodes and client endpoints) than there are
 /// cores; left to the scheduler, which loops share a core changed from run to run and so did
 /// throughput (write-only RAMP-F on 2 nodes and 2 cores: 216-265K txn/s unpinned, 233-252K with
-/// node `i` and client thread `i` on core `i`). [`crate::bench::launch::ProcessCluster`] places
-/// node `i` on core `i` and [`crate::bench::run`] client thread `t` on core `t`.
+/// node `i` and client thread `i` on core `i`). [`crate::ramp::bench::launch::ProcessCluster`] places
+/// node `i` on core `i` and [`crate::ramp::bench::run`] client thread `t` on core `t`.
 pub fn pin_to_core(n: usize) -> Result<usize, String> {
     let cores = core_affinity::get_core_ids()
         .filter(|c| !c.is_empty())
@@ -41,7 +41,7 @@ pub fn pin_to_core(n: usize) -> Result<usize, String> {
 }
 
 /// Takes over the listening TCP socket this process inherited as file descriptor `fd` (a node
-/// started by [`crate::bench::launch::ProcessCluster`] serves on the port its parent reserved, so
+/// started by [`crate::ramp::bench::launch::ProcessCluster`] serves on the port its parent reserved, so
 /// the port is never free between choosing it and serving on it). Call it once per descriptor.
 pub fn inherited_listener(fd: i32) -> Result<std::net::TcpListener, String> {
     use std::os::fd::FromRawFd;

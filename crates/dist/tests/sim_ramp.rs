@@ -3,10 +3,10 @@
 //! be Read Atomic; a failing run prints its seed (replay one with `PHASEDB_SIM_SEED=<seed>`).
 
 use phasedb_check::read_atomic::{RaAnomaly, RaHistory, check_read_atomic};
-use phasedb_dist::bench::workload::YcsbRamp;
-use phasedb_dist::client::{ClientSettings, Router};
-use phasedb_dist::msg::{Algorithm, TxnStatus};
-use phasedb_dist::sim::{Actor, SimClient, client_addr};
+use phasedb_dist::ramp::bench::workload::YcsbRamp;
+use phasedb_dist::ramp::client::{ClientSettings, Router};
+use phasedb_dist::ramp::msg::{Algorithm, TxnStatus};
+use phasedb_dist::ramp::sim::{Actor, SimClient, client_addr};
 use phasedb_net::config::ServerSettings;
 use phasedb_net::sim::{SimConfig, Simulator};
 
@@ -155,7 +155,7 @@ fn run(s: &Scenario) -> Run {
     }
     sim.run_until(sim.now() + 500 * MS);
     sample(&sim);
-    let mut history = phasedb_dist::history::Recorder::new();
+    let mut history = phasedb_dist::ramp::history::Recorder::new();
     let mut in_doubt_ts = Vec::new();
     for e in 0..s.endpoints {
         let c = sim.node_mut(client_addr(e)).as_client_mut().unwrap();
@@ -469,7 +469,11 @@ fn epci_survives_dropped_messages_and_crashed_clients_and_servers() {
 }
 
 /// Sum of one server counter over the cluster.
-fn server_sum(s: &Scenario, r: &Run, f: impl Fn(phasedb_dist::server::ServerStats) -> u64) -> u64 {
+fn server_sum(
+    s: &Scenario,
+    r: &Run,
+    f: impl Fn(phasedb_dist::ramp::server::ServerStats) -> u64,
+) -> u64 {
     (0..s.servers)
         .map(|a| f(r.sim.node(a).as_server().unwrap().stats()))
         .sum()

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use phasedb_dist::bench::workload::YcsbRamp;
-use phasedb_dist::bench::{self, BenchConfig};
-use phasedb_dist::library::{Client, ClientError, ClientOptions};
-use phasedb_dist::msg::{Algorithm, TxnSpec};
-use phasedb_dist::node::LocalCluster;
+use phasedb_dist::ramp::bench::workload::YcsbRamp;
+use phasedb_dist::ramp::bench::{self, BenchConfig};
+use phasedb_dist::ramp::library::{Client, ClientError, ClientOptions};
+use phasedb_dist::ramp::msg::{Algorithm, TxnSpec};
+use phasedb_dist::ramp::node::LocalCluster;
 use phasedb_net::ClusterConfig;
 use phasedb_net::config::{NetSettings, ServerSettings};
 

@@ -4,9 +4,9 @@
 //! newest timestamp from their lock grants already.)
 
 use phasedb_dist::Algorithm;
-use phasedb_dist::client::{ClientSettings, Router, TxnClient};
-use phasedb_dist::msg::{Key, Msg, ReadResult, TxnSpec};
-use phasedb_dist::server::PartitionServer;
+use phasedb_dist::ramp::client::{ClientSettings, Router, TxnClient};
+use phasedb_dist::ramp::msg::{Key, Msg, ReadResult, TxnSpec};
+use phasedb_dist::ramp::server::PartitionServer;
 use phasedb_net::config::ServerSettings;
 use phasedb_net::{Addr, CLIENT_ADDR_BASE, Transport};
 

@@ -7,9 +7,9 @@ use std::time::Duration;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use phasedb_dist::Algorithm;
-use phasedb_dist::bench::launch::ProcessCluster;
-use phasedb_dist::bench::workload::YcsbRamp;
-use phasedb_dist::bench::{BenchConfig, BenchReport};
+use phasedb_dist::ramp::bench::launch::ProcessCluster;
+use phasedb_dist::ramp::bench::workload::YcsbRamp;
+use phasedb_dist::ramp::bench::{BenchConfig, BenchReport};
 use phasedb_net::ClusterConfig;
 use phasedb_net::config::{NetSettings, ServerSettings};
 
@@ -157,7 +157,7 @@ pub fn run(args: &ClusterArgs, c: &Common, shape: Shape) -> i32 {
         clients: args.clients,
         threads: c
             .threads
-            .unwrap_or_else(|| phasedb_dist::bench::default_threads(args.clients)),
+            .unwrap_or_else(|| phasedb_dist::ramp::bench::default_threads(args.clients)),
         warmup: Duration::from_secs_f64(c.warmup),
         duration: Duration::from_secs_f64(c.duration),
         seed: c.seed,
@@ -237,7 +237,7 @@ fn with_progress(config: &ClusterConfig, bench: &BenchConfig) -> Result<BenchRep
     ));
     let mut last = (Duration::ZERO, 0u64);
     let warmup = bench.warmup;
-    let result = phasedb_dist::bench::run(config, bench, |elapsed, finished| {
+    let result = phasedb_dist::ramp::bench::run(config, bench, |elapsed, finished| {
         bar.set_position(elapsed.as_millis() as u64);
         let rate = (finished - last.1) as f64 / (elapsed - last.0).as_secs_f64().max(1e-9);
         let phase = if elapsed < warmup {

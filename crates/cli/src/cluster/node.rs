@@ -101,7 +101,7 @@ pub fn run(args: NodeArgs) -> i32 {
                 cfg.partitions
             );
         }
-        phasedb_dist::node::serve(&cfg, args.id, listener, shutdown).await
+        phasedb_dist::ramp::node::serve(&cfg, args.id, listener, shutdown).await
     });
     match result {
         Ok(stats) => {

@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use phasedb_dist::bench::stats::KindStats;
-use phasedb_dist::bench::{BenchConfig, BenchReport};
+use phasedb_dist::ramp::bench::stats::KindStats;
+use phasedb_dist::ramp::bench::{BenchConfig, BenchReport};
 use phasedb_net::ClusterConfig;
 use serde_json::{Value, json};
 

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use phasedb_dist::bench::launch::ProcessCluster;
+use phasedb_dist::ramp::bench::launch::ProcessCluster;
 use phasedb_dist::star::Layout;
 use phasedb_dist::star::bench::{BenchSettings, Stage};
 use phasedb_net::config::{NetSettings, ServerSettings};

@@ -2,6 +2,7 @@
 //! short report beside each other.
 
 mod claims;
+mod cluster_rounds;
 mod csv;
 mod doppel;
 mod granularity;

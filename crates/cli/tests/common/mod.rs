@@ -1,5 +1,7 @@
 //! Helpers the CLI's integration tests share.
 
+pub mod quick;
+
 use std::path::PathBuf;
 
 /// A fresh directory under the system's temporary directory, removed on drop.

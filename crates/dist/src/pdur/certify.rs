@@ -6,7 +6,7 @@
 //! Partition `p` certifies `t` against every transaction delivered before it at `p` that voted
 //! commit here — still waiting for votes or not, and whatever its final outcome, so the vote
 //! depends only on `p`'s delivery order and never on when other partitions' votes arrived. Their
-//! versions are summarised per key by the store's marks ([`crate::server::store::Store::marks`]):
+//! versions are summarised per key by the store's marks ([`crate::ramp::server::store::Store::marks`]):
 //! the newest version that wrote the key, and the newest that read it.
 //!
 //! - **Algorithm 4 (every transaction).** Abort if a key `t` read at `p` has a version newer than
@@ -57,7 +57,7 @@
 //! with one partition (DUR) skips.
 
 use super::request::{CertRequest, PartitionId, Sc, partition_of};
-use crate::server::store::Store;
+use crate::ramp::server::store::Store;
 
 /// A partition's local outcome for a transaction (its vote, Algorithm 4 line 8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use smallvec::SmallVec;
 
 use super::partition::{ReadError, ReadReply};
 use super::request::{CertRequest, PartitionId, ReadItem, Sc, TxnId, partition_of};
-use crate::msg::{Key, Value};
+use crate::ramp::msg::{Key, Value};
 
 /// Where a transaction reads: the partitions of one replica (in this process, or behind a
 /// connection to it).

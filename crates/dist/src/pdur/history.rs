@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 
 use super::partition::Decision;
 use super::request::{CertRequest, LOAD_VERSION, ReadItem, Sc, TxnId, partition_of};
-use crate::msg::Key;
+use crate::ramp::msg::Key;
 use phasedb_check::{ABSENT, History, Item, LOADED, ReadEvent, TxnEvent, WriteEvent, WriteKind};
 
 /// Collects committed transactions and builds their [`History`].

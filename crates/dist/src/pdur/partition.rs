@@ -1,7 +1,7 @@
 //! One logical partition of a replica (§IV): its multi-version store, snapshot counter `SC`, and the
 //! deterministic termination of the transactions its broadcast delivers (Algorithm 4).
 //!
-//! The store is the RAMP server's multi-version store ([`crate::server::store::Store`]) with `SC`
+//! The store is the RAMP server's multi-version store ([`crate::ramp::server::store::Store`]) with `SC`
 //! as its timestamps, rather than the storage layer's tables: a partition is owned by one thread
 //! (the paper's process per partition), so the single-threaded store fits as it is, and it already
 //! keeps every committed version of an item in version order, the prepared versions of transactions
@@ -19,8 +19,8 @@ use smallvec::SmallVec;
 use super::certify::{AbortReason, Vote, certify};
 use super::request::{CertRequest, LOAD_VERSION, PartitionId, Sc, TxnId, partition_of};
 use super::snapshots::{DecidedPrefix, SnapshotsInUse};
-use crate::msg::{Key, Value};
-use crate::server::store::{Gone, Store};
+use crate::ramp::msg::{Key, Value};
+use crate::ramp::server::store::{Gone, Store};
 
 /// A vote one partition sends another for a cross-partition transaction (Algorithm 4 line 11).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -353,7 +353,7 @@ impl Partition {
             if partition_of(key, self.partitions) == self.id {
                 writes.push(key);
                 if let Some(v) = version {
-                    self.store.prepare(key, v, value, crate::msg::Meta::None, 0);
+                    self.store.prepare(key, v, value, crate::ramp::msg::Meta::None, 0);
                 }
             }
         }

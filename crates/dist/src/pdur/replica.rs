@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use super::client::SnapshotSource;
 use super::partition::{Decision, Effects, Partition, ReadError, ReadReply, VoteMsg};
 use super::request::{CertRequest, PartitionId, RequestError, Sc, partition_of};
-use crate::msg::{Key, Value};
+use crate::ramp::msg::{Key, Value};
 
 /// A replica of `P` logical partitions.
 pub struct Replica {

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::msg::{Key, Value};
+use crate::ramp::msg::{Key, Value};
 
 /// A logical partition of a replica (§IV-A).
 pub type PartitionId = u16;

@@ -25,7 +25,7 @@ use super::history::HistoryRecorder;
 use super::partition::{Decision, Effects, Partition, ReadError, ReadReply};
 use super::request::{CertRequest, PartitionId, ReadItem, Sc, TxnId, partition_of};
 use super::workload::{Generator, Logic};
-use crate::msg::{Key, Value};
+use crate::ramp::msg::{Key, Value};
 
 /// Client origins from here up belong to the replica's own clients: bit 31, the home partition in
 /// bits 16–30, the client's index in bits 0–15. Clients elsewhere use lower origins.

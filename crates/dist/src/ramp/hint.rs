@@ -12,11 +12,11 @@
 //! false positives, which could only come back empty, or `Gone` once GC passed them and so restart
 //! the read for nothing.
 
-use super::client::{RampKind, SMALL_READ_SET};
+use super::rounds::{RampKind, SMALL_READ_SET};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use crate::msg::{Key, Meta, ReadSetHint, Ts};
+use crate::ramp::msg::{Key, Meta, ReadSetHint, Ts};
 
 /// A well-mixed 64-bit hash of a key (Fibonacci hashing); signatures and bitmaps take its top bits.
 fn key_hash(key: Key) -> u64 {
@@ -244,10 +244,10 @@ pub fn sibling_sigs<A, T>(meta: &Meta, groups: &[(A, Vec<(Key, T)>)]) -> SmallVe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bloom::Bloom;
-    use crate::msg::{GetMode, ReadResult, Ts};
-    use crate::ramp::client::{FirstRound, second_round_fast, second_round_hybrid};
-    use crate::server::store::Store;
+    use crate::ramp::bloom::Bloom;
+    use crate::ramp::msg::{GetMode, ReadResult, Ts};
+    use crate::ramp::rounds::{FirstRound, second_round_fast, second_round_hybrid};
+    use crate::ramp::server::store::Store;
 
     const KEYS: u64 = 48;
 
@@ -495,8 +495,8 @@ mod tests {
         fn default_shape(ws: &[Key]) -> Meta {
             Meta::Bloom(Bloom::of(
                 ws.iter().copied(),
-                crate::bloom::DEFAULT_BITS,
-                crate::bloom::DEFAULT_HASHES,
+                crate::ramp::bloom::DEFAULT_BITS,
+                crate::ramp::bloom::DEFAULT_HASHES,
             ))
         }
         let (races, fetches_saved) = hybrid_readers(small);

@@ -170,7 +170,8 @@ pub enum StarMsg {
         phase: Phase,
         /// The batch's number in the stream from its sender to its receiver.
         seq: u64,
-        /// The records.
+        /// The records (`serde_bytes`: copied whole, not byte by byte; the same postcard encoding).
+        #[serde(with = "serde_bytes")]
         bytes: Vec<u8>,
     },
     /// Client to any node: run the request encoded in `body`.
@@ -178,6 +179,7 @@ pub enum StarMsg {
         /// The client's id for the request, echoed in the reply.
         rid: u64,
         /// The workload's request, postcard-encoded.
+        #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
     /// Node to node: a client's request that the receiver runs (a partition's primary, or the
@@ -188,6 +190,7 @@ pub enum StarMsg {
         /// The client's id for it.
         rid: u64,
         /// The request, as the client encoded it.
+        #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
     /// Node to client: the outcome of request `rid`.
@@ -220,4 +223,26 @@ pub enum StarMsg {
         /// The answer.
         answer: Answer,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `serde_bytes` changes how a byte buffer is copied, not how it is encoded: postcard writes a
+    /// byte string and a sequence of `u8` alike (a varint length, then the bytes).
+    #[test]
+    fn byte_buffers_encode_as_a_sequence_of_u8_would() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let msg = StarMsg::Request {
+            rid: 7,
+            body: bytes.clone(),
+        };
+        let encoded = postcard::to_stdvec(&msg).unwrap();
+        // A plain `Vec<u8>` goes through serde as a sequence of `u8`.
+        let plain = postcard::to_stdvec(&(7u64, &bytes)).unwrap();
+        assert_eq!(encoded.len(), 1 + plain.len(), "one byte of variant index");
+        assert!(encoded.ends_with(&plain));
+        assert_eq!(postcard::from_bytes::<StarMsg>(&encoded).unwrap(), msg);
+    }
 }

@@ -2,7 +2,7 @@
 //! every algorithm, x = concurrent clients.
 
 use phasedb_dist::Algorithm;
-use phasedb_dist::bench::workload::YcsbRamp;
+use phasedb_dist::ramp::bench::workload::YcsbRamp;
 
 use super::super::claims::Claim;
 use super::super::sweep::Row;

@@ -3,7 +3,7 @@
 //! write completed.
 
 use phasedb_dist::Algorithm;
-use phasedb_dist::bench::workload::YcsbRamp;
+use phasedb_dist::ramp::bench::workload::YcsbRamp;
 
 use super::super::claims::{Claim, Verdict, ratio, times};
 use super::super::sweep::Row;

@@ -3,6 +3,7 @@
 
 use super::super::claims::{Claim, ratio, times};
 pub use super::super::claims::{over, ratio_claim};
+use super::super::cluster_rounds::schedule_line;
 use super::super::plot::{PlotSpec, RightPanel};
 use super::super::report::Report;
 use super::super::sweep::Row;
@@ -88,31 +89,16 @@ fn measured_table(r: &mut Report, rows: &[Row], varying: &[&str]) {
 
 /// The setup lines every RAMP report starts with.
 pub fn common_setup(s: &Settings) -> Vec<String> {
-    let runs = if s.runs > 1 {
-        format!(
-            "{} rounds over all points (so compared points alternate), the run of median \
-             throughput reported",
-            s.runs
-        )
-    } else {
-        "one run per point".to_string()
-    };
-    let warm_up = if s.quick {
-        ""
-    } else {
-        "; one unrecorded run of the first point first, as a machine that sat idle measures its \
-         first run low"
-    };
     vec![
         format!(
             "every point starts its own cluster of `phasedb node` processes on 127.0.0.1 (one core's \
              event loop each, node i pinned to core i, with huge pages off) and runs closed-loop \
              clients from {} benchmark endpoint thread(s) (one per core, at most one per client, \
              thread i pinned to core i); {}",
-            phasedb_dist::bench::default_threads(usize::MAX),
+            phasedb_dist::ramp::bench::default_threads(usize::MAX),
             s.machine()
         ),
-        s.point_line(&format!("{runs}{warm_up}")),
+        schedule_line(s),
         "loopback has no network latency, so a round trip costs CPU rather than waiting: ratios \
          reflect messages and bytes processed per transaction"
             .into(),

@@ -1,25 +1,18 @@
 //! Runs the points of a RAMP experiment on real clusters: each point starts `phasedb node` processes
 //! on 127.0.0.1, runs the cluster benchmark against them, stops them and reads their final counters.
-//! With several runs, every point runs once per round, so the points a verdict compares alternate;
-//! rounds after the first run the points in a shuffled order, because a run can be slowed by the one
-//! before it (`bench ycsb --cluster 2 --clients 256`: runs right after an E-PCI run measured 0.57-0.66M
-//! txn/s for RAMP-F and 0.60-0.67M for NWNR, other runs 0.61-0.80M), and in a fixed order the same
-//! algorithm would always follow the same one.
+//! With several runs, the points run in rounds ([`run_rounds`]).
 
-use std::time::{Duration, Instant};
-
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
-use rand::seq::SliceRandom;
+use std::time::Duration;
 
 use phasedb_dist::Algorithm;
-use phasedb_dist::bench::launch::ProcessCluster;
-use phasedb_dist::bench::workload::YcsbRamp;
-use phasedb_dist::bench::{BenchConfig, BenchReport};
-use phasedb_dist::server::ServerStats;
+use phasedb_dist::ramp::bench::launch::ProcessCluster;
+use phasedb_dist::ramp::bench::workload::YcsbRamp;
+use phasedb_dist::ramp::bench::{BenchConfig, BenchReport};
+use phasedb_dist::ramp::server::ServerStats;
 use phasedb_net::config::{NetSettings, ServerSettings};
 
 use super::super::Settings;
+use super::super::cluster_rounds::{ClusterPoint, run_rounds};
 use super::super::sweep::{Metrics, Row};
 
 /// One point of a RAMP experiment, not yet run.
@@ -44,7 +37,7 @@ pub struct Point {
 }
 
 /// What one run of a point measured.
-struct Run {
+pub struct Run {
     report: BenchReport,
     nodes: Vec<Result<ServerStats, String>>,
 }
@@ -64,18 +57,18 @@ fn run_once(s: &Settings, p: &Point) -> Result<Run, String> {
     let bench = BenchConfig {
         algorithm: p.algorithm,
         clients: p.clients,
-        threads: phasedb_dist::bench::default_threads(p.clients),
+        threads: phasedb_dist::ramp::bench::default_threads(p.clients),
         warmup: s.warmup,
         duration: s.duration,
         seed: s.seed,
         workload: p.workload.clone(),
-        bloom_bits: phasedb_dist::bloom::DEFAULT_BITS,
-        bloom_hashes: phasedb_dist::bloom::DEFAULT_HASHES,
+        bloom_bits: phasedb_dist::ramp::bloom::DEFAULT_BITS,
+        bloom_hashes: phasedb_dist::ramp::bloom::DEFAULT_HASHES,
         verify: false,
         skip_commit: p.skip_commit,
         pin: true,
     };
-    let report = phasedb_dist::bench::run(&cluster.config, &bench, |_, _| {});
+    let report = phasedb_dist::ramp::bench::run(&cluster.config, &bench, |_, _| {});
     if p.skip_commit > 0.0 {
         std::thread::sleep(CTP_SETTLE);
     }
@@ -160,61 +153,30 @@ fn describe(p: &Point) -> String {
     parts.join(" ")
 }
 
-/// Runs every point `s.runs` times (round by round) and returns one row per point, holding the
-/// run of median throughput; a point whose run fails is marked not applicable.
+impl ClusterPoint for Point {
+    type Run = Run;
+    fn describe(&self) -> String {
+        describe(self)
+    }
+    fn run_once(&self, s: &Settings) -> Result<Run, String> {
+        run_once(s, self)
+    }
+    fn summary(r: &Run) -> String {
+        let m = metrics(&r.report);
+        format!(
+            "{:.0} txn/s, p50 {:.0} µs, p99 {:.0} µs",
+            m.throughput, m.p50_us, m.p99_us
+        )
+    }
+}
+
+/// Runs every point `s.runs` times (round by round, [`run_rounds`]) and returns one row per point,
+/// holding the run of median throughput; a point whose run fails is marked not applicable.
 pub fn run(s: &Settings, points: &[Point]) -> Vec<Row> {
-    let started = Instant::now();
-    let rounds = s.runs.max(1);
-    let total = points.len() * rounds;
-    let mut done: Vec<Vec<Run>> = points.iter().map(|_| Vec::new()).collect();
-    let mut failed: Vec<Option<String>> = vec![None; points.len()];
-    let mut rng = SmallRng::seed_from_u64(s.seed);
-    if let Some(first) = points.first().filter(|_| !s.quick) {
-        // The first cluster run after the machine sat idle measures low (on the 2-core VM, three
-        // identical 1 s NWNR write runs after 25 s idle: 162K, 218K and 240K txn/s; `ramp-ctp`'s
-        // first point 127-129K against 194-217K later), which would bias round one's first point.
-        eprintln!("[warm-up, not recorded] {}: {}", s.name, describe(first));
-        if let Err(e) = run_once(s, first) {
-            eprintln!("        failed: {e}");
-        }
-    }
-    for round in 0..rounds {
-        let mut order: Vec<usize> = (0..points.len()).collect();
-        if round > 0 {
-            order.shuffle(&mut rng);
-        }
-        for (k, &i) in order.iter().enumerate() {
-            let p = &points[i];
-            if failed[i].is_some() {
-                continue;
-            }
-            let n = round * points.len() + k + 1;
-            eprintln!("[{n}/{total}] {}: {}", s.name, describe(p));
-            match run_once(s, p) {
-                Ok(r) => {
-                    let m = metrics(&r.report);
-                    let per = started.elapsed().as_secs_f64() / n as f64;
-                    eprintln!(
-                        "        {:.0} txn/s, p50 {:.0} µs, p99 {:.0} µs, about {:.0} s left",
-                        m.throughput,
-                        m.p50_us,
-                        m.p99_us,
-                        per * (total - n) as f64
-                    );
-                    done[i].push(r);
-                }
-                Err(e) => {
-                    eprintln!("        failed: {e}");
-                    failed[i] = Some(e);
-                }
-            }
-        }
-    }
     points
         .iter()
-        .zip(done)
-        .zip(failed)
-        .map(|((p, mut runs), failure)| row(s, p, &mut runs, failure))
+        .zip(run_rounds(s, points))
+        .map(|(p, mut r)| row(s, p, &mut r.runs, r.failure))
         .collect()
 }
 

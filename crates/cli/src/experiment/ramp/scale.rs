@@ -1,7 +1,7 @@
 //! `ramp-scale`: the RAMP paper's Figure 4 — uniform access, x = servers.
 
 use phasedb_dist::Algorithm;
-use phasedb_dist::bench::workload::YcsbRamp;
+use phasedb_dist::ramp::bench::workload::YcsbRamp;
 
 use super::super::claims::{Claim, Verdict, ratio, times};
 use super::super::sweep::Row;

@@ -2,7 +2,7 @@
 //! database size varied one at a time around the default YCSB workload.
 
 use phasedb_dist::Algorithm;
-use phasedb_dist::bench::workload::YcsbRamp;
+use phasedb_dist::ramp::bench::workload::YcsbRamp;
 
 use super::super::claims::{Claim, Verdict};
 use super::super::sweep::Row;

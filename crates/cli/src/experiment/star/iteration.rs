@@ -108,6 +108,7 @@ fn points(s: &Settings) -> Vec<Point> {
                 iteration_ms: ms,
                 hybrid: true,
                 cross_partition: CROSS_PARTITION,
+                delay_us: 0,
             });
         }
     }

@@ -52,6 +52,7 @@ fn points(s: &Settings) -> Vec<Point> {
                 iteration_ms: ITERATION_MS,
                 hybrid,
                 cross_partition: pct as f64 / 100.0,
+                delay_us: 0,
                 params: vec![
                     ("workload".into(), "payment".into()),
                     ("replication".into(), name.into()),

@@ -3,6 +3,7 @@
 //! the artifacts.
 
 use super::super::claims::{Claim, Verdict};
+use super::super::cluster_rounds::schedule_line;
 use super::super::plot::{PlotSpec, RightPanel};
 use super::super::report::Report;
 use super::super::sweep::Row;
@@ -67,21 +68,6 @@ pub fn replicas_agree(rows: &[Row]) -> Claim {
 
 /// The setup lines both STAR reports end with.
 pub fn common_setup(s: &Settings) -> Vec<String> {
-    let runs = if s.runs > 1 {
-        format!(
-            "{} rounds over all points (the rounds after the first in a shuffled order), the run \
-             of median throughput reported",
-            s.runs
-        )
-    } else {
-        "one run per point".to_string()
-    };
-    let warm_up = if s.quick {
-        ""
-    } else {
-        "; one unrecorded run of the first point first, as a machine that sat idle measures its \
-         first run low"
-    };
     vec![
         format!(
             "every point starts its own cluster of {NODES} `phasedb node` processes on 127.0.0.1 \
@@ -98,7 +84,7 @@ pub fn common_setup(s: &Settings) -> Vec<String> {
          load stops compares every partition's replicas and runs the workload's check on every node"
             .into(),
         format!("hardware: {}", s.machine()),
-        s.point_line(&format!("{runs}{warm_up}")),
+        schedule_line(s),
         "a point's warm-up lasts at least 3 iteration times and its measured window at least 40 \
          (3 with --quick): commits are released when their phase ends, so a window should span \
          many such bursts"

@@ -2,20 +2,17 @@
 //! on 127.0.0.1 with a `[star]` table, lets the nodes generate their own load and measures them with
 //! the STAR cluster benchmark (`phasedb_dist::star::bench`, the one `phasedb bench --algorithm star`
 //! runs), which ends by comparing every partition's replicas and running the workload's check on
-//! every node. With several runs every point runs once per round, the rounds after the first in a
-//! shuffled order, as the RAMP experiments do.
+//! every node. With several runs the points run in rounds ([`run_rounds`]), as the RAMP experiments'
+//! do.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
-use rand::seq::SliceRandom;
-
-use phasedb_dist::bench::launch::ProcessCluster;
+use phasedb_dist::ramp::bench::launch::ProcessCluster;
 use phasedb_dist::star::bench::{self, BenchReport, BenchSettings};
 use phasedb_net::StarConfig;
 use phasedb_net::config::{NetSettings, ServerSettings};
 
+use super::super::cluster_rounds::{ClusterPoint, run_rounds};
 use super::super::settings::{Settings, load_average};
 use super::super::sweep::{Metrics, Row};
 use crate::cluster::star_workload::StarWorkload;
@@ -47,6 +44,8 @@ pub struct Point {
     pub hybrid: bool,
     /// Share of cross-partition transactions the nodes generate (0 to 1).
     pub cross_partition: f64,
+    /// One-way delay the nodes add to every message they send, µs (`[net] delay_us`; 0 = none).
+    pub delay_us: u64,
     /// The parameters that vary between points, in CSV order.
     pub params: Vec<(String, String)>,
     /// The plot line it belongs to.
@@ -105,7 +104,7 @@ pub fn windows(s: &Settings, iteration_ms: f64) -> (Duration, Duration) {
 }
 
 /// What one run of a point measured, and how busy the machine was when it ended.
-struct Run {
+pub struct Run {
     report: BenchReport,
     /// The 1-minute load average right after the run: other processes competing for the cores
     /// (Linux only).
@@ -119,7 +118,10 @@ fn run_once(s: &Settings, p: &Point) -> Result<Run, String> {
         NODES as usize,
         star_table(s, p),
         ServerSettings::default(),
-        NetSettings::default(),
+        NetSettings {
+            delay_us: p.delay_us,
+            ..NetSettings::default()
+        },
         true,
     )?;
     let config = cluster.config.clone();
@@ -245,62 +247,35 @@ fn describe(p: &Point) -> String {
         .join(" ")
 }
 
-/// Runs every point `s.runs` times (round by round) and returns one row per point, holding the
-/// run of median throughput; a point whose run fails, or whose replicas disagree or fail the
-/// workload's check, does not count.
+impl ClusterPoint for Point {
+    type Run = Run;
+    fn describe(&self) -> String {
+        describe(self)
+    }
+    fn run_once(&self, s: &Settings) -> Result<Run, String> {
+        run_once(s, self)
+    }
+    fn summary(run: &Run) -> String {
+        let r = &run.report;
+        format!(
+            "{:.0} txn/s, {:.0} replication bytes/txn, {:.1} phases/s, consistency {}, load {}",
+            r.throughput(),
+            r.bytes_per_commit(),
+            r.phases_per_s(),
+            consistency(r),
+            run.load.map_or("?".into(), |l| format!("{l:.2}")),
+        )
+    }
+}
+
+/// Runs every point `s.runs` times (round by round, [`run_rounds`]) and returns one row per point,
+/// holding the run of median throughput; a point whose run fails, or whose replicas disagree or
+/// fail the workload's check, does not count.
 pub fn run(s: &Settings, points: &[Point]) -> Vec<Row> {
-    let started = Instant::now();
-    let rounds = s.runs.max(1);
-    let total = points.len() * rounds;
-    let mut done: Vec<Vec<Run>> = points.iter().map(|_| Vec::new()).collect();
-    let mut failed: Vec<Option<String>> = vec![None; points.len()];
-    let mut rng = SmallRng::seed_from_u64(s.seed);
-    if let Some(first) = points.first().filter(|_| !s.quick) {
-        // As the RAMP experiments do: a machine that sat idle measures its first cluster run low.
-        eprintln!("[warm-up, not recorded] {}: {}", s.name, describe(first));
-        if let Err(e) = run_once(s, first) {
-            eprintln!("        failed: {e}");
-        }
-    }
-    for round in 0..rounds {
-        let mut order: Vec<usize> = (0..points.len()).collect();
-        if round > 0 {
-            order.shuffle(&mut rng);
-        }
-        for (k, &i) in order.iter().enumerate() {
-            let p = &points[i];
-            if failed[i].is_some() {
-                continue;
-            }
-            let n = round * points.len() + k + 1;
-            eprintln!("[{n}/{total}] {}: {}", s.name, describe(p));
-            match run_once(s, p) {
-                Ok(run) => {
-                    let (r, per) = (&run.report, started.elapsed().as_secs_f64() / n as f64);
-                    eprintln!(
-                        "        {:.0} txn/s, {:.0} replication bytes/txn, {:.1} phases/s, \
-                         consistency {}, load {}, about {:.0} s left",
-                        r.throughput(),
-                        r.bytes_per_commit(),
-                        r.phases_per_s(),
-                        consistency(r),
-                        run.load.map_or("?".into(), |l| format!("{l:.2}")),
-                        per * (total - n) as f64
-                    );
-                    done[i].push(run);
-                }
-                Err(e) => {
-                    eprintln!("        failed: {e}");
-                    failed[i] = Some(e);
-                }
-            }
-        }
-    }
     points
         .iter()
-        .zip(done)
-        .zip(failed)
-        .map(|((p, mut runs), failure)| row(s, p, &mut runs, failure))
+        .zip(run_rounds(s, points))
+        .map(|(p, mut r)| row(s, p, &mut r.runs, r.failure))
         .collect()
 }
 

@@ -7,7 +7,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 use super::Logic;
-use crate::msg::{Key, Value};
+use crate::ramp::msg::{Key, Value};
 use crate::pdur::client::Transaction;
 use crate::pdur::request::PartitionId;
 

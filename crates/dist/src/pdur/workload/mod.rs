@@ -15,7 +15,7 @@ pub mod twitter;
 use super::client::{Finish, SnapshotSource, Transaction};
 use super::partition::ReadError;
 use super::request::PartitionId;
-use crate::msg::Key;
+use crate::ramp::msg::Key;
 
 /// One transaction's program.
 pub trait Logic {

@@ -1,0 +1,100 @@
+//! A benchmark endpoint: many closed-loop clients multiplexed over one set of connections.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+
+use super::stats::Stats;
+use super::workload::{TxnGen, TxnKind};
+use crate::ramp::client::pool::ClientPool;
+use crate::ramp::history::Recorder;
+use crate::ramp::msg::{Msg, TxnSpec};
+use phasedb_net::{Addr, Node, Transport};
+
+/// Warm-up: transactions run but are not counted.
+pub const WARMUP: u8 = 0;
+/// Measuring: finished transactions are counted.
+pub const MEASURE: u8 = 1;
+/// Stopping: no new transaction starts and the endpoint finishes.
+pub const STOP: u8 = 2;
+
+/// What the driver and an endpoint share: the phase, and a progress counter.
+#[derive(Default)]
+pub struct Control {
+    /// [`WARMUP`], [`MEASURE`] or [`STOP`].
+    pub phase: AtomicU8,
+    /// Transactions finished so far (for the progress bar).
+    pub finished: AtomicU64,
+}
+
+/// The endpoint node.
+pub struct BenchEndpoint {
+    pool: ClientPool,
+    gens: Vec<TxnGen>,
+    running: Vec<(TxnKind, TxnSpec, u64)>,
+    control: Arc<Control>,
+    /// Counters of the measured window.
+    pub stats: Stats,
+    /// Every transaction, when the run checks its history.
+    pub recorder: Option<Recorder>,
+}
+
+impl BenchEndpoint {
+    /// An endpoint whose client `i` draws transactions from `gens[i]`.
+    pub fn new(pool: ClientPool, gens: Vec<TxnGen>, control: Arc<Control>, record: bool) -> Self {
+        let n = pool.len();
+        BenchEndpoint {
+            pool,
+            gens,
+            running: vec![(TxnKind::Read, TxnSpec::default(), 0); n],
+            control,
+            stats: Stats::default(),
+            recorder: record.then(Recorder::new),
+        }
+    }
+
+    fn start_next<T: Transport<Msg>>(&mut self, net: &mut T, slot: u32) {
+        let (kind, spec) = self.gens[slot as usize].next_txn();
+        self.running[slot as usize] = (kind, spec.clone(), net.now());
+        self.pool.start(net, slot, spec);
+    }
+}
+
+impl Node for BenchEndpoint {
+    type Msg = Msg;
+
+    fn on_start<T: Transport<Msg>>(&mut self, net: &mut T) {
+        for slot in 0..self.pool.len() as u32 {
+            self.start_next(net, slot);
+        }
+    }
+
+    fn on_message<T: Transport<Msg>>(&mut self, net: &mut T, from: Addr, msg: Msg) {
+        let Some((slot, outcome)) = self.pool.on_reply(net, from, msg) else {
+            return;
+        };
+        let (kind, spec, started) = &self.running[slot as usize];
+        let phase = self.control.phase.load(Ordering::Relaxed);
+        if phase == MEASURE {
+            self.stats
+                .kind_mut(*kind)
+                .record(&outcome, net.now().saturating_sub(*started));
+        }
+        if let Some(r) = &mut self.recorder {
+            r.record(spec, &outcome);
+        }
+        self.control.finished.fetch_add(1, Ordering::Relaxed);
+        if phase != STOP {
+            self.start_next(net, slot);
+        }
+    }
+
+    fn on_tick<T: Transport<Msg>>(&mut self, net: &mut T) {
+        self.pool.on_tick(net);
+    }
+
+    /// Done once stopping and every client has finished its last transaction, so every write the
+    /// history holds is complete.
+    fn is_done(&self) -> bool {
+        self.control.phase.load(Ordering::Relaxed) == STOP && self.pool.all_idle()
+    }
+}

@@ -1,0 +1,326 @@
+//! Starts a cluster of `phasedb node` processes on 127.0.0.1 for the benchmark, and stops it.
+
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use phasedb_net::config::{NetSettings, ServerSettings};
+use phasedb_net::{ClusterConfig, StarConfig};
+
+use crate::ramp::node::wait_listening;
+use crate::ramp::server::ServerStats;
+
+/// Node processes and the configuration file they share; stopped (SIGTERM, then SIGKILL) on drop.
+pub struct ProcessCluster {
+    /// The cluster they form.
+    pub config: ClusterConfig,
+    children: Vec<Child>,
+    dir: PathBuf,
+}
+
+/// Sockets listening on `n` free ports of 127.0.0.1, for a cluster's nodes to serve on: a port stays
+/// taken from the moment it is chosen, where one found free and released could be taken by another
+/// process before its node bound it.
+pub fn reserve_ports(n: usize) -> std::io::Result<Vec<TcpListener>> {
+    (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect()
+}
+
+/// The addresses of `listeners`.
+pub fn addrs_of(listeners: &[TcpListener]) -> std::io::Result<Vec<SocketAddr>> {
+    listeners.iter().map(|l| l.local_addr()).collect()
+}
+
+/// Ports on 127.0.0.1 that were free a moment ago and where nothing listens now (released at once;
+/// for a cluster, [`reserve_ports`] keeps them).
+pub fn free_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
+    addrs_of(&reserve_ports(n)?)
+}
+
+impl ProcessCluster {
+    /// Writes a configuration for `n` nodes on free loopback ports and starts `binary node` for each
+    /// (node `i` on core `i` modulo the cores when `pin`, see [`crate::host::pin_to_core`]). Each
+    /// node inherits the socket reserved for it (`--listen-fd`), so no other process can take its
+    /// port; returns once all accept connections.
+    pub fn start(
+        binary: &Path,
+        n: usize,
+        server: ServerSettings,
+        net: NetSettings,
+        pin: bool,
+    ) -> Result<ProcessCluster, String> {
+        Self::start_with(binary, n, pin, |addrs| {
+            ClusterConfig::local(addrs, server, net).map_err(|e| e.to_string())
+        })
+    }
+
+    /// As [`ProcessCluster::start`], for a STAR cluster: the configuration also holds `star`
+    /// (its layout, workload and settings), from which every node learns what to run.
+    pub fn start_star(
+        binary: &Path,
+        n: usize,
+        star: StarConfig,
+        server: ServerSettings,
+        net: NetSettings,
+        pin: bool,
+    ) -> Result<ProcessCluster, String> {
+        star.validate(n as u32).map_err(|e| e.to_string())?;
+        Self::start_with(binary, n, pin, |addrs| {
+            let mut config = ClusterConfig::local(addrs, server, net).map_err(|e| e.to_string())?;
+            config.star = Some(star);
+            Ok(config)
+        })
+    }
+
+    /// Starts `n` nodes on the configuration `make` builds for their reserved addresses.
+    fn start_with(
+        binary: &Path,
+        n: usize,
+        pin: bool,
+        make: impl FnOnce(&[SocketAddr]) -> Result<ClusterConfig, String>,
+    ) -> Result<ProcessCluster, String> {
+        if n == 0 || n > 64 {
+            return Err("--cluster must be between 1 and 64 nodes".into());
+        }
+        let reserved = reserve_ports(n).map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
+        let addrs = addrs_of(&reserved).map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
+        let config = make(&addrs)?;
+        let dir = std::env::temp_dir().join(format!(
+            "phasedb-cluster-{}-{}",
+            std::process::id(),
+            addrs[0].port()
+        ));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let path = dir.join("cluster.toml");
+        std::fs::write(&path, config.to_toml())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let mut cluster = ProcessCluster {
+            config,
+            children: Vec::new(),
+            dir,
+        };
+        for (id, socket) in reserved.iter().enumerate() {
+            let fd = socket.as_raw_fd();
+            let mut command = Command::new(binary);
+            command
+                .arg("node")
+                .arg("--listen-fd")
+                .arg(fd.to_string())
+                .arg("--config")
+                .arg(&path)
+                .arg("--id")
+                .arg(id.to_string())
+                .arg("--stats")
+                .arg(cluster.stats_path(id))
+                .arg("--quiet")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit());
+            if pin {
+                command.arg("--cpu").arg(id.to_string());
+            }
+            // SAFETY: runs in the forked child before exec and only calls fcntl(2), which is
+            // async-signal-safe: the node's socket, and no other, outlives the exec.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            let child = command
+                .spawn()
+                .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+            cluster.children.push(child);
+        }
+        // The nodes hold their sockets now; once ours are closed, a node that has exited refuses.
+        drop(reserved);
+        for (i, node) in cluster.config.nodes.iter().enumerate() {
+            if let Err(e) = wait_listening(node.addr, Duration::from_secs(15)) {
+                let exited = cluster.children[i].try_wait().ok().flatten();
+                return Err(match exited {
+                    Some(status) => format!("node {i} exited at start ({status})"),
+                    None => format!("node {i} did not start listening: {e}"),
+                });
+            }
+        }
+        Ok(cluster)
+    }
+
+    /// The first node that is no longer running, and how it ended: a node that loads its data
+    /// before it serves may fail after [`ProcessCluster::start`] returned.
+    pub fn exited(&mut self) -> Option<String> {
+        self.children
+            .iter_mut()
+            .enumerate()
+            .find_map(|(i, c)| match c.try_wait() {
+                Ok(Some(status)) => Some(format!("node {i} exited ({status})")),
+                Ok(None) => None,
+                Err(e) => Some(format!("cannot wait for node {i}: {e}")),
+            })
+    }
+
+    /// Asks every node to shut down (SIGTERM) and waits up to `grace`; kills the rest.
+    /// Returns how many exited cleanly.
+    pub fn stop(mut self, grace: Duration) -> usize {
+        self.shutdown(grace)
+    }
+
+    /// Stops the nodes like [`ProcessCluster::stop`]; returns each node's final counters, or why
+    /// it has none (it did not exit cleanly, or its counters file is missing or malformed).
+    pub fn stop_with_stats(mut self, grace: Duration) -> Vec<Result<ServerStats, String>> {
+        let exits = self.signal_and_wait(grace);
+        let stats = exits
+            .into_iter()
+            .enumerate()
+            .map(|(id, exit)| {
+                exit?;
+                let path = self.stats_path(id);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("no counters in {}: {e}", path.display()))?;
+                ServerStats::from_text(&text)
+                    .map_err(|e| format!("malformed counters in {}: {e}", path.display()))
+            })
+            .collect();
+        self.release();
+        stats
+    }
+
+    fn stats_path(&self, id: usize) -> PathBuf {
+        self.dir.join(format!("node-{id}.stats"))
+    }
+
+    fn shutdown(&mut self, grace: Duration) -> usize {
+        let clean = self
+            .signal_and_wait(grace)
+            .iter()
+            .filter(|e| e.is_ok())
+            .count();
+        self.release();
+        clean
+    }
+
+    /// Forgets the (reaped) children and removes the configuration directory.
+    fn release(&mut self) {
+        self.children.clear();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    /// SIGTERM to every node still running, then waits up to `grace` and kills the rest; returns,
+    /// for each node, whether it exited cleanly and if not how it ended.
+    fn signal_and_wait(&mut self, grace: Duration) -> Vec<Result<(), String>> {
+        for c in &mut self.children {
+            // A child already reaped may have had its pid given to another process.
+            if matches!(c.try_wait(), Ok(None)) {
+                // SAFETY: kill(2) on a child we spawned and have not reaped; no memory is touched.
+                unsafe {
+                    libc::kill(c.id() as libc::pid_t, libc::SIGTERM);
+                }
+            }
+        }
+        let deadline = std::time::Instant::now() + grace;
+        let mut exits = Vec::with_capacity(self.children.len());
+        for c in &mut self.children {
+            exits.push(loop {
+                match c.try_wait() {
+                    Ok(Some(status)) if status.success() => break Ok(()),
+                    Ok(Some(status)) => break Err(format!("it exited with {status}")),
+                    Ok(None) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    Ok(None) => {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        break Err(format!(
+                            "it did not exit within {grace:?} of SIGTERM and was killed"
+                        ));
+                    }
+                    Err(e) => {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        break Err(format!("cannot wait for it: {e}"));
+                    }
+                }
+            });
+        }
+        exits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cluster whose "nodes" are shell scripts, to see how each way of ending is reported.
+    fn scripted(scripts: &[&str]) -> ProcessCluster {
+        let addrs = free_addrs(scripts.len()).expect("free ports");
+        let config =
+            ClusterConfig::local(&addrs, ServerSettings::default(), NetSettings::default())
+                .expect("a local cluster");
+        let dir = std::env::temp_dir().join(format!(
+            "phasedb-launch-test-{}-{}",
+            std::process::id(),
+            addrs[0].port()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let children = scripts
+            .iter()
+            .map(|s| {
+                Command::new("sh")
+                    .args(["-c", s])
+                    .current_dir(&dir)
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .expect("sh")
+            })
+            .collect();
+        ProcessCluster {
+            config,
+            children,
+            dir,
+        }
+    }
+
+    #[test]
+    fn a_node_without_counters_says_why() {
+        let mut cluster = scripted(&[
+            "exit 0",
+            "exit 3",
+            "trap '' TERM; : > ready; exec sleep 30",
+            "exit 0",
+            "exit 0",
+        ]);
+        let counters = ServerStats {
+            ctp_commits: 7,
+            ..ServerStats::default()
+        };
+        std::fs::write(cluster.stats_path(0), counters.to_text()).expect("write counters");
+        std::fs::write(cluster.stats_path(4), "not counters").expect("write counters");
+        // SIGTERM must find the scripts ended, or (the third) ignoring it.
+        for i in [0, 1, 3, 4] {
+            cluster.children[i].wait().expect("script ends");
+        }
+        while !cluster.dir.join("ready").exists() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let started = std::time::Instant::now();
+        let stats = cluster.stop_with_stats(Duration::from_millis(300));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(stats[0].as_ref().map(|s| s.ctp_commits), Ok(7));
+        let why: Vec<&str> = stats[1..]
+            .iter()
+            .map(|s| s.as_ref().expect_err("no counters").as_str())
+            .collect();
+        assert!(why[0].contains("exited with exit status: 3"), "{why:?}");
+        assert!(
+            why[1].contains("did not exit within 300ms of SIGTERM and was killed"),
+            "{why:?}"
+        );
+        assert!(why[2].starts_with("no counters in "), "{why:?}");
+        assert!(why[3].starts_with("malformed counters in "), "{why:?}");
+    }
+}
