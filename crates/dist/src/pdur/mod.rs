@@ -23,6 +23,7 @@
 //! - [`threaded`]: one worker thread per partition, votes, reads and outcomes through
 //!   channels, and the replica's own load.
 //! - [`client`]: Algorithm 3.
+//! - [`node`]: the replica as a cluster node: a broadcast group per partition, its own clients.
 //! - [`history`]: committed transactions as a `check` history.
 //! - [`model`]: the analytical scaling models of DUR (equation 3) and P-DUR (equation 5).
 //! - [`workload`]: the paper's micro-benchmark and Twitter-like workload.
@@ -31,6 +32,7 @@ pub mod certify;
 pub mod client;
 pub mod history;
 pub mod model;
+pub mod node;
 pub mod partition;
 pub mod replica;
 pub mod request;
