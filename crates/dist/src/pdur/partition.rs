@@ -353,7 +353,8 @@ impl Partition {
             if partition_of(key, self.partitions) == self.id {
                 writes.push(key);
                 if let Some(v) = version {
-                    self.store.prepare(key, v, value, crate::ramp::msg::Meta::None, 0);
+                    self.store
+                        .prepare(key, v, value, crate::ramp::msg::Meta::None, 0);
                 }
             }
         }

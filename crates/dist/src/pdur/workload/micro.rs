@@ -7,9 +7,9 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 use super::Logic;
-use crate::ramp::msg::{Key, Value};
 use crate::pdur::client::Transaction;
 use crate::pdur::request::PartitionId;
+use crate::ramp::msg::{Key, Value};
 
 /// The paper's item count.
 pub const PAPER_ITEMS: u64 = 4_200_000;

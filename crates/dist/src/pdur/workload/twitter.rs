@@ -9,9 +9,9 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 use super::Logic;
-use crate::ramp::msg::{Key, Value};
 use crate::pdur::client::Transaction;
 use crate::pdur::request::{PartitionId, partition_of};
+use crate::ramp::msg::{Key, Value};
 
 /// The paper's user count.
 pub const PAPER_USERS: u64 = 420_000;
