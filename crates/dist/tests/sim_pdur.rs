@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use phasedb_check::check_serializable;
 use phasedb_dist::broadcast::BroadcastConfig;
-use phasedb_dist::pdur::node::{PdurConfig, PdurNode};
+use phasedb_dist::pdur::node::{PdurConfig, PdurMsg, PdurNode};
 use phasedb_dist::pdur::workload::micro::{MicroConfig, MicroType};
 use phasedb_net::Addr;
 use phasedb_net::sim::{SimConfig, Simulator};
@@ -94,7 +94,8 @@ fn decisions(r: &PdurNode) -> HashSet<(u32, u64, u16, Option<u64>)> {
         .collect()
 }
 
-/// Every live replica has the same digests and decisions; the history is serializable; returns
+/// Every live replica has the same digests and decisions and no transaction waiting for votes;
+/// the history is serializable; returns
 /// the transactions committed cluster-wide.
 fn check(sim: &Simulator<PdurNode>) -> u64 {
     let seed = sim.seed();
@@ -113,6 +114,15 @@ fn check(sim: &Simulator<PdurNode>) -> u64 {
             decisions(r) == decided,
             "seed {seed}: replica {n} decided differently (replay: PHASEDB_SIM_SEED={seed})"
         );
+    }
+    for &n in &up {
+        for p in 0..PARTITIONS as u16 {
+            assert_eq!(
+                sim.node(n).replica().partition(p).undecided(),
+                0,
+                "seed {seed}: replica {n} partition {p} still waits for votes (replay: PHASEDB_SIM_SEED={seed})"
+            );
+        }
     }
     for n in sim.addrs() {
         let s = sim.node(n).stats();
@@ -195,5 +205,33 @@ fn a_leader_crash_mid_run_loses_no_decided_transaction() {
             .map(|&n| sim.node(n).stats().retries)
             .sum();
         eprintln!("seed {seed}: leader {leader} crashed; {committed} committed, {retries} retried");
+    }
+}
+
+#[test]
+fn a_partial_broadcast_of_a_crashed_replica_is_finished_by_the_survivors() {
+    for seed in seeds(2) {
+        eprintln!("seed {seed}");
+        let mut sim = cluster(seed);
+        sim.run_until(300 * MS);
+        // Replica 2's messages of partition 1's group are lost, so its cross-partition requests
+        // reach partition 0 only; then it crashes.
+        sim.set_drop_filter(Some(Box::new(|from, _, m: &PdurMsg| {
+            from == 2 && matches!(m, PdurMsg::Bcast(g) if g.group() == 1)
+        })));
+        sim.run_until(600 * MS);
+        sim.crash(2);
+        sim.set_drop_filter(None);
+        sim.run_until(1_500 * MS);
+        quiesce(&mut sim);
+        check(&sim);
+        let rescued: u64 = [0, 1]
+            .iter()
+            .map(|&n| sim.node(n).stats().rebroadcasts)
+            .sum();
+        assert!(
+            rescued > 0,
+            "seed {seed}: the survivors broadcast nothing again"
+        );
     }
 }

@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 
+use bytes::Bytes;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
@@ -73,6 +74,8 @@ pub struct PdurStats {
     pub failed: u64,
     /// Requests proposed again after [`PdurConfig::retry_ns`].
     pub retries: u64,
+    /// Other replicas' cross-partition requests broadcast again after they stayed undecided.
+    pub rebroadcasts: u64,
     /// Proposals the broadcast refused (too much gathered); retried later.
     pub refused_proposals: u64,
     /// Payloads delivered (all partitions).
@@ -113,6 +116,10 @@ pub struct PdurNode {
     decided: Vec<Decision>,
     stats: PdurStats,
     retry_queue: VecDeque<TxnId>,
+    /// Cross-partition requests delivered here and not yet decided, with their payload and when
+    /// they were last broadcast: if their client's replica crashed after a partial broadcast, a
+    /// survivor finishes it.
+    undecided: FxHashMap<TxnId, (Bytes, u64)>,
 }
 
 impl PdurNode {
@@ -155,6 +162,7 @@ impl PdurNode {
             decided: Vec::new(),
             stats: PdurStats::default(),
             retry_queue: VecDeque::new(),
+            undecided: FxHashMap::default(),
             cfg,
         })
     }
@@ -269,8 +277,31 @@ impl PdurNode {
         }
     }
 
+    /// Broadcasts again, to all its partitions, a cross-partition request of another replica's
+    /// client delivered here but undecided for twice the retry timeout: its client's replica
+    /// may have crashed after broadcasting it to only some partitions, which would wait for the
+    /// others' votes forever (§IV-B's termination assumes a complete broadcast).
+    fn finish_partial(&mut self, now: u64) {
+        let late = 2 * self.cfg.retry_ns;
+        for (id, (payload, at)) in self.undecided.iter_mut() {
+            if self.pending.contains_key(id) || now.saturating_sub(*at) < late {
+                continue;
+            }
+            *at = now;
+            self.stats.rebroadcasts += 1;
+            let Ok(req) = CertRequest::decode(payload, self.replica.partitions()) else {
+                continue;
+            };
+            for q in req.partitions() {
+                if self.bcast.propose(q as GroupId, payload).is_err() {
+                    self.stats.refused_proposals += 1;
+                }
+            }
+        }
+    }
+
     /// Applies every delivery in order, then the votes and decisions they produced.
-    fn apply_deliveries(&mut self) {
+    fn apply_deliveries(&mut self, now: u64) {
         while let Some(d) = self.bcast.next_delivery() {
             match d {
                 Delivery::Entry { group, payload, .. } => {
@@ -290,10 +321,23 @@ impl PdurNode {
                     if let Some(h) = &mut self.history {
                         h.broadcast(&req);
                     }
+                    let (id, cross) = (req.id, req.is_cross_partition());
                     if self.replica.deliver_request(p, req).is_err() {
                         self.stats.refused_payloads += 1;
+                        continue;
                     }
                     self.replica.settle();
+                    // Only a request left waiting for votes (not a duplicate, not decided at
+                    // once) may need finishing.
+                    if cross
+                        && self
+                            .replica
+                            .partition(p)
+                            .waiting_for_votes()
+                            .any(|(t, _)| t == id)
+                    {
+                        self.undecided.entry(id).or_insert((payload, now));
+                    }
                 }
                 Delivery::Restore {
                     group,
@@ -311,6 +355,7 @@ impl PdurNode {
             }
         }
         for d in self.replica.take_decisions() {
+            self.undecided.remove(&d.txn);
             if let Some(h) = &mut self.history {
                 h.decided(&d);
                 self.decided.push(d);
@@ -329,7 +374,7 @@ impl PdurNode {
     }
 
     fn flush<T: Transport<PdurMsg>>(&mut self, net: &mut T) {
-        self.apply_deliveries();
+        self.apply_deliveries(net.now());
         self.bcast.send_all(net, PdurMsg::Bcast);
     }
 }
@@ -353,6 +398,7 @@ impl Node for PdurNode {
         self.bcast.tick(now);
         self.flush(net);
         self.retry(now);
+        self.finish_partial(now);
         self.run_clients(now);
         self.flush(net);
     }
