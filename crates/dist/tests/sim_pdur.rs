@@ -45,6 +45,7 @@ fn cluster(seed: u64) -> Simulator<PdurNode> {
             ..BroadcastConfig::default()
         },
         retry_ns: 300 * MS,
+        load_until_ns: u64::MAX,
         record_history: true,
         seed,
     };

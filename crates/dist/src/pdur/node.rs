@@ -55,6 +55,9 @@ pub struct PdurConfig {
     pub bcast: BroadcastConfig,
     /// An update transaction not decided after this long (ns) is proposed again.
     pub retry_ns: u64,
+    /// Clients start transactions only while the transport's clock is below this (ns; `u64::MAX`:
+    /// always), so a timed run over TCP ends with the cluster quiescing.
+    pub load_until_ns: u64,
     /// Keep the committed history (for the `check` crate); costs a copy of every request.
     pub record_history: bool,
     /// Seed of the clients' transaction choice (mixed with the node's address).
@@ -212,7 +215,7 @@ impl PdurNode {
     fn run_clients(&mut self, now: u64) {
         let p = self.cfg.micro.partitions;
         for slot in 0..self.cfg.clients {
-            if self.busy[slot] || self.started >= self.limit {
+            if self.busy[slot] || self.started >= self.limit || now >= self.cfg.load_until_ns {
                 continue;
             }
             self.started += 1;
