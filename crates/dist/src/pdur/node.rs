@@ -283,7 +283,7 @@ impl PdurNode {
     /// Broadcasts again, to all its partitions, a cross-partition request of another replica's
     /// client delivered here but undecided for twice the retry timeout: its client's replica
     /// may have crashed after broadcasting it to only some partitions, which would wait for the
-    /// others' votes forever (§IV-B's termination assumes a complete broadcast).
+    /// others' votes forever (termination assumes every partition named delivers it).
     fn finish_partial(&mut self, now: u64) {
         let late = 2 * self.cfg.retry_ns;
         for (id, (payload, at)) in self.undecided.iter_mut() {
