@@ -6,11 +6,16 @@
 //!   servers, clients, the lock and E-PCI baselines, the cluster benchmark.
 //! - [`star`]: STAR's phase-switching nodes (Lu et al., VLDB 2019) over the single-node engine, and
 //!   in [`star::baselines`] the baselines STAR is measured against in its framework (PB-OCC).
+//! - [`pdur`]: P-DUR and DUR replicas (Pacheco et al.): partitions certifying delivered transactions.
+//! - [`broadcast`]: atomic broadcast on raft-rs, one independent group per logical partition (P-DUR's
+//!   termination).
 //! - [`host`]: how node processes sit on their machine (shared by every paper's nodes).
 
 #![warn(missing_docs)]
 
+pub mod broadcast;
 pub mod host;
+pub mod pdur;
 pub mod ramp;
 pub mod star;
 

@@ -1,5 +1,11 @@
 //! A partition's multi-version store: versions by timestamp, lastCommit per item, prepared versions,
 //! and garbage collection of overwritten versions after a fixed window (paper §4.5).
+//!
+//! P-DUR's partitions ([`crate::pdur`]) use the same store with their snapshot counter as the
+//! timestamp: [`Store::at_or_below`] is Algorithm 4's "most recent version ≤ st", the certification
+//! marks ([`Store::marks`]) hold the newest version that wrote and that read each item, and the GC
+//! clock is the snapshot counter, so [`Store::collect`] with a window of 0 drops what no snapshot in
+//! use can read.
 
 use std::collections::VecDeque;
 
@@ -92,6 +98,11 @@ struct Item {
     prepared_ts: Vec<Ts>,
     /// The highest timestamp and commit time garbage-collected from this item.
     gc_floor: (u64, Ts),
+    /// The highest timestamp ever prepared here, kept when its version is discarded (P-DUR
+    /// certification counts every writer that voted commit, whatever its final outcome).
+    write_mark: Ts,
+    /// The highest timestamp of a reader certified here ([`Store::mark_read`], P-DUR).
+    read_mark: Ts,
 }
 
 impl Item {
@@ -189,6 +200,24 @@ impl Item {
         }
     }
 
+    /// The committed version with the highest timestamp at most `st`, searched among lastCommit,
+    /// `older` and `late` (prepared versions are not committed).
+    fn committed_at_or_below(&self, st: Ts) -> Option<&Version> {
+        if let Some(v) = &self.last
+            && v.ts <= st
+        {
+            return Some(v);
+        }
+        let in_older = self.older.partition_point(|v| v.ts <= st);
+        let in_late = self.late.partition_point(|v| v.ts <= st);
+        let a = in_older.checked_sub(1).map(|i| &self.older[i]);
+        let b = in_late.checked_sub(1).map(|i| &self.late[i]);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(if a.ts >= b.ts { a } else { b }),
+            (a, b) => a.or(b),
+        }
+    }
+
     fn last_order(&self) -> (u64, Ts) {
         self.last.as_ref().map_or((0, 0), Version::order)
     }
@@ -211,6 +240,10 @@ fn null(key: Key) -> ReadResult {
         meta: Meta::None,
     }
 }
+
+/// A snapshot read asked for a version that garbage collection has removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gone;
 
 /// Counters of a store.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -270,6 +303,7 @@ impl Store {
         if item.get(ts).is_some() {
             return;
         }
+        item.write_mark = item.write_mark.max(ts);
         item.add_prepared(Version {
             ts,
             ctime: 0,
@@ -310,6 +344,36 @@ impl Store {
     pub fn put(&mut self, key: Key, ts: Ts, value: Value, now: u64) {
         self.prepare(key, ts, value, Meta::None, 0);
         self.commit(key, ts, 0, now);
+    }
+
+    /// Installs a committed version above every version the item has (P-DUR's single-partition
+    /// commits, whose `SC` only grows): no search for a duplicate or for its place.
+    pub fn install_newest(&mut self, key: Key, ts: Ts, value: Value, now: u64) {
+        let item = self.items.entry(key).or_default();
+        if item.write_mark >= ts {
+            // Not above everything (or a repeat): the general path files it.
+            self.put(key, ts, value, now);
+            return;
+        }
+        item.write_mark = ts;
+        let v = Version {
+            ts,
+            ctime: 0,
+            sibling_sig: 0,
+            state: State::Committed,
+            value,
+            meta: Meta::None,
+        };
+        if let Some(old) = item.last.replace(v) {
+            self.overwritten.push_back((now, key, old.ts));
+            if item.older.back().is_none_or(|b| b.ts < old.ts) {
+                item.older.push_back(old);
+            } else {
+                item.insert_older(old);
+            }
+        }
+        self.newest = self.newest.max(ts);
+        self.stats.versions += 1;
     }
 
     /// Removes a prepared version of an aborted transaction.
@@ -384,6 +448,47 @@ impl Store {
             Some(v) => v.found(key, true),
             None if floor != (0, 0) => ReadResult::Gone { key },
             None => null(key),
+        }
+    }
+
+    /// Snapshot read (P-DUR, Algorithm 4 line 5): the committed version of `key` with the highest
+    /// timestamp at most `st` and its value, `Ok(None)` if there is none, or `Err(Gone)` when GC
+    /// may have removed the version the snapshot should see.
+    pub fn at_or_below(&self, key: Key, st: Ts) -> Result<Option<(Ts, &Value)>, Gone> {
+        let Some(item) = self.items.get(&key) else {
+            return Ok(None);
+        };
+        let best = item.committed_at_or_below(st);
+        let floor = item.gc_floor.1;
+        // Below the floor, or a best match older than a collected version at most `st`: the
+        // version the snapshot sees may be gone.
+        if floor != 0 && (st < floor || best.is_none_or(|v| v.ts < floor)) {
+            return Err(Gone);
+        }
+        Ok(best.map(|v| (v.ts, &v.value)))
+    }
+
+    /// The certification marks of `key` (P-DUR): the highest timestamp ever prepared (written by a
+    /// transaction that voted commit) and the highest passed to [`Store::mark_read`]; 0 for an item
+    /// never seen.
+    pub fn marks(&self, key: Key) -> (Ts, Ts) {
+        self.items
+            .get(&key)
+            .map_or((0, 0), |it| (it.write_mark, it.read_mark))
+    }
+
+    /// Records that a transaction certified at timestamp `ts` read `key` (P-DUR's stronger test).
+    pub fn mark_read(&mut self, key: Key, ts: Ts) {
+        let item = self.items.entry(key).or_default();
+        item.read_mark = item.read_mark.max(ts);
+    }
+
+    /// Calls `f(key, ts, value)` with every item's lastCommit, in no particular order.
+    pub fn for_each_latest(&self, mut f: impl FnMut(Key, Ts, &Value)) {
+        for (&key, item) in &self.items {
+            if let Some(v) = &item.last {
+                f(key, v.ts, &v.value);
+            }
         }
     }
 
@@ -549,6 +654,31 @@ mod tests {
         s.collect(150);
         assert_eq!(s.exact(1, 5).0, ReadResult::Gone { key: 1 });
         assert!(s.items[&1].late.is_empty());
+        assert_eq!(s.stats().versions, 1);
+    }
+
+    #[test]
+    fn snapshot_reads_see_the_newest_committed_version_at_or_below_and_marks_remember_writers() {
+        let mut s = Store::new(0);
+        s.put(1, 1, vec![1], 1);
+        s.prepare(1, 2, vec![2], Meta::None, 0);
+        s.install_newest(1, 3, vec![3], 3);
+        assert_eq!(
+            s.at_or_below(1, 2).unwrap(),
+            Some((1, &vec![1])),
+            "2 is only prepared"
+        );
+        assert!(s.commit(1, 2, 0, 3));
+        assert_eq!(s.at_or_below(1, 2).unwrap(), Some((2, &vec![2])));
+        assert_eq!(s.at_or_below(1, 9).unwrap(), Some((3, &vec![3])));
+        assert_eq!(s.at_or_below(1, 0).unwrap(), None);
+        s.prepare(1, 4, vec![4], Meta::None, 0);
+        s.discard(1, 4);
+        s.mark_read(1, 3);
+        assert_eq!(s.marks(1), (4, 3), "a discarded writer still counts");
+        s.collect(3);
+        assert_eq!(s.at_or_below(1, 1), Err(Gone), "collected below snapshot 3");
+        assert_eq!(s.at_or_below(1, 3).unwrap(), Some((3, &vec![3])));
         assert_eq!(s.stats().versions, 1);
     }
 
