@@ -154,6 +154,11 @@ enum WorkloadArgs {
     /// List-append (Jepsen's Elle): appends to and reads of bounded lists on a few contended keys,
     /// recording what every read returned; `--adds` mixes in splittable counter adds (Doppel).
     Append(AppendArgs),
+    /// The P-DUR paper's micro-benchmark (types I, II, III) on P-DUR or DUR replicas
+    /// (`--cluster N --algorithm pdur|dur`) or the embedded store (`--algorithm embedded-store`).
+    PdurMicro(crate::cluster::pdur::PdurMicroArgs),
+    /// The P-DUR paper's Twitter-like workload (timeline, post, follow) on P-DUR or DUR replicas.
+    Twitter(crate::cluster::pdur::TwitterArgs),
 }
 
 #[derive(Args, Debug)]
@@ -318,6 +323,29 @@ pub fn run(args: BenchArgs) -> i32 {
     let c = &args.common;
     if c.history_format.is_some() && c.history.is_none() {
         return fail("--history-format needs --history FILE");
+    }
+    let pdur = match &args.workload {
+        WorkloadArgs::PdurMicro(m) => Some((
+            crate::cluster::pdur::PdurWorkload::Micro {
+                ty: m.ty.clone(),
+                items: m.items,
+            },
+            m.clients_per_partition,
+        )),
+        WorkloadArgs::Twitter(t) => Some((
+            crate::cluster::pdur::PdurWorkload::Twitter { users: t.users },
+            t.clients_per_partition,
+        )),
+        _ => None,
+    };
+    if let Some((workload, clients)) = pdur {
+        return crate::cluster::pdur::run(&args.cluster, c, workload, clients);
+    }
+    if crate::cluster::pdur::PDUR_FAMILY.contains(&args.cluster.algorithm.as_str()) {
+        return fail(format!(
+            "--algorithm {} runs the pdur-micro and twitter workloads only",
+            args.cluster.algorithm
+        ));
     }
     let distributed =
         args.cluster.is_star() || args.cluster.cluster.is_some() || args.cluster.connect.is_some();
@@ -516,6 +544,9 @@ pub fn run(args: BenchArgs) -> i32 {
                 return fail(e);
             }
             dispatch(&mut Tpcc::new(cfg), c, &opts)
+        }
+        WorkloadArgs::PdurMicro(_) | WorkloadArgs::Twitter(_) => {
+            unreachable!("the P-DUR benchmarks returned above")
         }
         WorkloadArgs::Append(a) => {
             let cfg = AppendConfig {

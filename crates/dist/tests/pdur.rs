@@ -68,7 +68,7 @@ fn build(load: Load, partitions: usize, seed: u64) -> (Replica, Gen) {
             Gen::Micro(MicroGen::new(cfg, seed))
         }
         Load::Twitter(users) => {
-            let cfg = TwitterConfig { users, partitions };
+            let cfg = TwitterConfig::new(users, partitions);
             cfg.load(seed, |k, v| r.load(k, v));
             Gen::Twitter(TwitterGen::new(cfg, seed))
         }

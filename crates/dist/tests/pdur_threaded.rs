@@ -40,6 +40,7 @@ fn start(load: Load, clients: usize, seed: u64) -> ThreadedReplica {
         Some(LocalLoad {
             clients_per_partition: clients,
             generators,
+            ..LocalLoad::default()
         }),
         true,
     )
@@ -117,10 +118,7 @@ fn worker_threads_under_their_own_load_commit_serializably_and_match_a_replay_of
             seed,
         );
         check_run(
-            Load::Twitter(TwitterConfig {
-                users: 64,
-                partitions: 3,
-            }),
+            Load::Twitter(TwitterConfig::new(64, 3)),
             seed,
         );
     }

@@ -76,6 +76,8 @@ struct RawConfig {
     net: NetSettings,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     star: Option<StarConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pdur: Option<crate::PdurTable>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -396,6 +398,8 @@ pub struct ClusterConfig {
     pub net: NetSettings,
     /// The STAR deployment, if the file has a `[star]` table.
     pub star: Option<StarConfig>,
+    /// The P-DUR deployment, if the file has a `[pdur]` table (`crate::pdur_config`).
+    pub pdur: Option<crate::PdurTable>,
 }
 
 /// The hash partition of `key` among `partitions` (a fixed mix, identical in every process).
@@ -448,6 +452,7 @@ impl ClusterConfig {
             server,
             net,
             star: None,
+            pdur: None,
         };
         Self::validate(raw)
     }
@@ -468,6 +473,7 @@ impl ClusterConfig {
             server: self.server,
             net: self.net,
             star: self.star.clone(),
+            pdur: self.pdur.clone(),
         };
         toml::to_string(&raw).expect("a validated configuration always serializes")
     }
@@ -585,6 +591,9 @@ impl ClusterConfig {
         if let Some(star) = &raw.star {
             star.validate(n as u32)?;
         }
+        if let Some(pdur) = &raw.pdur {
+            pdur.validate(n as u32)?;
+        }
         Ok(ClusterConfig {
             nodes,
             partitions,
@@ -592,6 +601,7 @@ impl ClusterConfig {
             server: raw.server,
             net: raw.net,
             star: raw.star,
+            pdur: raw.pdur,
         })
     }
 

@@ -10,6 +10,7 @@
 
 pub mod config;
 mod node;
+pub mod pdur_config;
 pub mod sim;
 pub mod tcp;
 pub mod wire;
@@ -18,4 +19,5 @@ pub use config::{
     ClusterConfig, ConfigError, NodeConfig, ReplicationSync, StarAlgorithm, StarConfig,
     partition_of,
 };
+pub use pdur_config::PdurTable;
 pub use node::{Addr, CLIENT_ADDR_BASE, Node, Transport, is_client_addr};

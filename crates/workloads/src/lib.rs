@@ -8,6 +8,7 @@ mod driver;
 mod durable_acks;
 pub mod incr;
 pub mod like;
+pub mod pdur_micro;
 pub mod rubis;
 pub mod tpcc;
 pub mod ycsb;

@@ -27,6 +27,7 @@ fn algorithm_names() -> Vec<&'static str> {
         .iter()
         .map(|a| a.name())
         .chain(STAR_FAMILY)
+        .chain(super::pdur::PDUR_FAMILY)
         .collect()
 }
 

@@ -2,6 +2,8 @@
 
 pub mod bench;
 pub mod node;
+pub mod pdur;
+mod pdur_node;
 mod report;
 pub mod star;
 mod star_node;

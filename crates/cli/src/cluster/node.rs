@@ -1,5 +1,6 @@
 //! `phasedb node --config cluster.toml --id N`: runs one cluster member until SIGINT or SIGTERM: a
-//! RAMP partition server, or a STAR node when the file has a `[star]` table.
+//! RAMP partition server, a STAR node when the file has a `[star]` table, or a P-DUR replica
+//! when it has a `[pdur]` table.
 
 use std::path::PathBuf;
 
@@ -69,6 +70,9 @@ pub fn run(args: NodeArgs) -> i32 {
             return 2;
         }
     };
+    if cfg.pdur.is_some() {
+        return super::pdur_node::run(&cfg, args.id, listener, args.quiet, args.stats.as_deref());
+    }
     if cfg.star.is_some() {
         return super::star_node::run(
             &args.config,

@@ -24,6 +24,7 @@
 //!   channels, and the replica's own load.
 //! - [`client`]: Algorithm 3.
 //! - [`node`]: the replica as a cluster node: a broadcast group per partition, its own clients.
+//! - [`serve`]: the threaded replica behind its broadcast groups over TCP (`phasedb node`).
 //! - [`history`]: committed transactions as a `check` history.
 //! - [`model`]: the analytical scaling models of DUR (equation 3) and P-DUR (equation 5).
 //! - [`workload`]: the paper's micro-benchmark and Twitter-like workload.
@@ -36,6 +37,7 @@ pub mod node;
 pub mod partition;
 pub mod replica;
 pub mod request;
+pub mod serve;
 pub mod snapshots;
 pub mod threaded;
 pub mod workload;

@@ -27,13 +27,30 @@ use super::request::{CertRequest, PartitionId, ReadItem, Sc, TxnId, partition_of
 use super::workload::{Generator, Logic};
 use crate::ramp::msg::{Key, Value};
 
-/// Client origins from here up belong to the replica's own clients: bit 31, the home partition in
-/// bits 16–30, the client's index in bits 0–15. Clients elsewhere use lower origins.
+/// Client origins from here up belong to a replica's own clients: bit 31, the replica's number in
+/// bits 23–30, the home partition in bits 16–22, the client's index in bits 0–15. Clients
+/// elsewhere use lower origins.
 pub const LOCAL_ORIGIN: u32 = 1 << 31;
 
-fn local_origin(home: PartitionId, i: usize) -> u32 {
-    LOCAL_ORIGIN | (u32::from(home) << 16) | i as u32
+/// Most partitions a replica with its own clients may have (the home partition's bits).
+pub const MAX_LOCAL_PARTITIONS: usize = 128;
+
+fn local_origin(replica: u8, home: PartitionId, i: usize) -> u32 {
+    LOCAL_ORIGIN | (u32::from(replica) << 23) | (u32::from(home) << 16) | i as u32
 }
+
+fn origin_home(origin: u32) -> PartitionId {
+    ((origin >> 16) & 0x7F) as PartitionId
+}
+
+fn origin_replica(origin: u32) -> u8 {
+    ((origin >> 23) & 0xFF) as u8
+}
+
+/// Where the replica's own clients hand an update's payload when the replica is one of several:
+/// to the atomic broadcast of every partition it touches (`(partitions, payload)`), which delivers
+/// it back through [`ThreadedReplica::deliver`] on every replica.
+pub type Broadcaster = Arc<dyn Fn(&[PartitionId], Vec<u8>) + Send + Sync>;
 
 /// A read's answer per key.
 type ReadAnswers = Vec<(Key, Result<ReadReply, ReadError>)>;
@@ -75,11 +92,18 @@ enum Msg {
 }
 
 /// The replica's own load.
+#[derive(Default)]
 pub struct LocalLoad {
     /// Closed-loop clients per partition.
     pub clients_per_partition: usize,
     /// One generator per partition.
     pub generators: Vec<Box<dyn Generator + Send>>,
+    /// This replica's number among the replicas, in its clients' origins: a decision taken for
+    /// another replica's client (every replica decides every transaction) is not this one's.
+    pub replica: u8,
+    /// `None`: an update's payload goes straight to the inbox of each partition it touches (a
+    /// lone replica); otherwise to this broadcast.
+    pub broadcast: Option<Broadcaster>,
 }
 
 /// Counters of one worker's local clients.
@@ -89,6 +113,8 @@ pub struct LoadStats {
     pub by_kind: FxHashMap<&'static str, (u64, u64)>,
     /// Latencies of committed transactions, in ns.
     pub latencies: Vec<u64>,
+    /// Latencies of committed transactions per transaction type, in ns.
+    pub kind_latencies: FxHashMap<&'static str, Vec<u64>>,
 }
 
 impl LoadStats {
@@ -106,8 +132,13 @@ impl LoadStats {
         let c = self.by_kind.entry(kind).or_default();
         if committed {
             c.0 += 1;
+            let ns = started.elapsed().as_nanos() as u64;
             if self.latencies.len() < 1 << 20 {
-                self.latencies.push(started.elapsed().as_nanos() as u64);
+                self.latencies.push(ns);
+            }
+            let per_kind = self.kind_latencies.entry(kind).or_default();
+            if per_kind.len() < 1 << 18 {
+                per_kind.push(ns);
             }
         } else {
             c.1 += 1;
@@ -121,6 +152,9 @@ impl LoadStats {
             c.1 += v.1;
         }
         self.latencies.extend_from_slice(&other.latencies);
+        for (k, v) in &other.kind_latencies {
+            self.kind_latencies.entry(k).or_default().extend_from_slice(v);
+        }
     }
 }
 
@@ -187,6 +221,10 @@ struct Shared {
     /// Per worker: local clients inside a transaction plus transactions waiting for votes.
     busy: Vec<Published>,
     decisions: Mutex<Sender<Decision>>,
+    /// Whether local clients' transactions are counted (off during warm-up).
+    measuring: AtomicBool,
+    replica: u8,
+    broadcast: Option<Broadcaster>,
 }
 
 /// A P-DUR replica of worker threads (DUR with one).
@@ -214,6 +252,19 @@ impl ThreadedReplica {
             inboxes.push(tx);
             receivers.push(rx);
         }
+        let (clients, mut generators, replica, broadcast) = match local {
+            Some(l) => (
+                l.clients_per_partition,
+                l.generators.into_iter().map(Some).collect(),
+                l.replica,
+                l.broadcast,
+            ),
+            None => (0, Vec::new(), 0, None),
+        };
+        assert!(
+            clients == 0 || partitions <= MAX_LOCAL_PARTITIONS,
+            "a replica with its own clients has at most {MAX_LOCAL_PARTITIONS} partitions"
+        );
         let (dtx, drx) = channel();
         let shared = Arc::new(Shared {
             inboxes,
@@ -221,14 +272,10 @@ impl ThreadedReplica {
             load_on: AtomicBool::new(false),
             busy: (0..partitions).map(|_| Published::default()).collect(),
             decisions: Mutex::new(dtx),
+            measuring: AtomicBool::new(true),
+            replica,
+            broadcast,
         });
-        let (clients, mut generators) = match local {
-            Some(l) => (
-                l.clients_per_partition,
-                l.generators.into_iter().map(Some).collect(),
-            ),
-            None => (0, Vec::new()),
-        };
         generators.resize_with(partitions, || None);
         // Load in parallel, one partition per thread, then hand each to its worker.
         let parts: Vec<Partition> = std::thread::scope(|s| {
@@ -271,7 +318,7 @@ impl ThreadedReplica {
                             decisions,
                             clients: (0..clients)
                                 .map(|i| Client {
-                                    origin: local_origin(p as PartitionId, i),
+                                    origin: local_origin(replica, p as PartitionId, i),
                                     seq: 0,
                                     state: State::Idle,
                                 })
@@ -341,6 +388,21 @@ impl ThreadedReplica {
                 let _ = inbox.send(Msg::Release(0));
             }
         }
+    }
+
+    /// Counts the local clients' transactions from now on (`true`, the default) or not (warm-up).
+    pub fn set_measuring(&self, on: bool) {
+        self.shared.measuring.store(on, Ordering::Release);
+    }
+
+    /// Local clients inside a transaction plus transactions waiting for votes, over the workers
+    /// (as last published; 0 once the replica is quiet).
+    pub fn busy(&self) -> u64 {
+        self.shared
+            .busy
+            .iter()
+            .map(|b| b.0.load(Ordering::Acquire))
+            .sum()
     }
 
     /// Waits until no local client is inside a transaction and no transaction waits for votes.
@@ -564,7 +626,7 @@ impl Worker {
             }
             Msg::Read { client, keys, st } => {
                 let answers = self.read_at_one_snapshot(&keys, st);
-                let home = ((client >> 16) & 0x7FFF) as PartitionId;
+                let home = origin_home(client);
                 self.send(
                     home,
                     Msg::ReadDone {
@@ -581,7 +643,7 @@ impl Worker {
             } => self.on_read_done(client, partition, answers),
             Msg::Validate { client, keys, st } => {
                 let ok = self.part.reads_current(keys, st);
-                let home = ((client >> 16) & 0x7FFF) as PartitionId;
+                let home = origin_home(client);
                 self.send(home, Msg::Validated { client, ok });
             }
             Msg::Validated { client, ok } => self.on_validated(client, ok),
@@ -630,7 +692,10 @@ impl Worker {
                 let _ = self.decisions.send(d);
                 continue;
             }
-            let home = ((client >> 16) & 0x7FFF) as PartitionId;
+            if origin_replica(client) != self.shared.replica {
+                continue;
+            }
+            let home = origin_home(client);
             if home == self.me {
                 self.on_outcome(client, d.outcome.is_ok());
             } else {
@@ -642,6 +707,13 @@ impl Worker {
                     },
                 );
             }
+        }
+    }
+
+    /// Counts a local client's transaction, unless the replica is warming up.
+    fn count(&mut self, kind: &'static str, committed: bool, started: Instant) {
+        if self.shared.measuring.load(Ordering::Relaxed) {
+            self.stats.count(kind, committed, started);
         }
     }
 
@@ -701,7 +773,7 @@ impl Worker {
                     let mut local = self.local();
                     if tx.read(k, &mut local).is_err() {
                         tx.abort(&mut self.local());
-                        self.stats.count(logic.kind(), false, started);
+                        self.count(logic.kind(), false, started);
                         return;
                     }
                 } else {
@@ -766,7 +838,7 @@ impl Worker {
             };
         } else if failed {
             tx.abort(&mut self.local());
-            self.stats.count(logic.kind(), false, started);
+            self.count(logic.kind(), false, started);
         } else {
             self.advance(c, tx, logic, started);
         }
@@ -820,8 +892,16 @@ impl Worker {
             unreachable!("an update transaction")
         };
         let payload = req.encode();
-        for p in req.partitions() {
-            self.send(p, Msg::Deliver(payload.clone()));
+        match &self.shared.broadcast {
+            Some(b) => {
+                let parts: SmallVec<[PartitionId; 4]> = req.partitions().collect();
+                b(&parts, payload);
+            }
+            None => {
+                for p in req.partitions() {
+                    self.send(p, Msg::Deliver(payload.clone()));
+                }
+            }
         }
         self.clients[c].state = State::Waiting { kind, started };
     }
@@ -867,7 +947,7 @@ impl Worker {
         if committed && self.record {
             self.read_only.push((id, reads));
         }
-        self.stats.count(kind, committed, started);
+        self.count(kind, committed, started);
         self.clients[c].state = State::Idle;
     }
 
@@ -876,7 +956,7 @@ impl Worker {
         if let State::Waiting { kind, started } =
             std::mem::replace(&mut self.clients[c].state, State::Idle)
         {
-            self.stats.count(kind, committed, started);
+            self.count(kind, committed, started);
         }
     }
 }

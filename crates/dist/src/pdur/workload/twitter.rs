@@ -3,7 +3,7 @@
 //! partition. The mix is 50% timeline (read the producers, then their recent posts: read-only,
 //! cross-partition when producers live elsewhere), 40% post (append a 10–50 character message to
 //! the user's posts: single-partition) and 10% follow (update the follower's producers and the
-//! followed user's consumers: cross-partition with probability 0.5).
+//! followed user's consumers: cross-partition with probability 0.5, `follow_cross`).
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -41,9 +41,23 @@ pub struct TwitterConfig {
     pub users: u64,
     /// Partitions of the replica.
     pub partitions: usize,
+    /// Probability that a follow is cross-partition (the paper's 0.5, [`FOLLOW_CROSS`]).
+    pub follow_cross: f64,
 }
 
+/// The paper's share of cross-partition follows.
+pub const FOLLOW_CROSS: f64 = 0.5;
+
 impl TwitterConfig {
+    /// `users` users over `partitions` partitions, follows cross-partition as in the paper.
+    pub fn new(users: u64, partitions: usize) -> TwitterConfig {
+        TwitterConfig {
+            users,
+            partitions,
+            follow_cross: FOLLOW_CROSS,
+        }
+    }
+
     /// Users rounded up to a multiple of the partitions, so `key(u, f) mod P = u mod P`.
     fn stride(&self) -> u64 {
         self.users.div_ceil(self.partitions as u64) * self.partitions as u64
@@ -147,7 +161,7 @@ impl TwitterGen {
                 .collect();
             Op::Post(text)
         } else {
-            let cross = self.cfg.partitions > 1 && self.rng.random_bool(0.5);
+            let cross = self.cfg.partitions > 1 && self.rng.random_bool(self.cfg.follow_cross);
             let v = loop {
                 let p = if cross {
                     let o = self.rng.random_range(0..self.cfg.partitions as u16 - 1);

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use phasedb_net::config::{NetSettings, ServerSettings};
-use phasedb_net::{ClusterConfig, StarConfig};
+use phasedb_net::{ClusterConfig, PdurTable, StarConfig};
 
 use crate::ramp::node::wait_listening;
 use crate::ramp::server::ServerStats;
@@ -70,6 +70,24 @@ impl ProcessCluster {
         Self::start_with(binary, n, pin, |addrs| {
             let mut config = ClusterConfig::local(addrs, server, net).map_err(|e| e.to_string())?;
             config.star = Some(star);
+            Ok(config)
+        })
+    }
+
+    /// As [`ProcessCluster::start`], for P-DUR replicas: the configuration also holds `pdur`, the
+    /// workload and settings every replica runs.
+    pub fn start_pdur(
+        binary: &Path,
+        n: usize,
+        pdur: PdurTable,
+        net: NetSettings,
+        pin: bool,
+    ) -> Result<ProcessCluster, String> {
+        pdur.validate(n as u32).map_err(|e| e.to_string())?;
+        Self::start_with(binary, n, pin, |addrs| {
+            let mut config = ClusterConfig::local(addrs, ServerSettings::default(), net)
+                .map_err(|e| e.to_string())?;
+            config.pdur = Some(pdur);
             Ok(config)
         })
     }
@@ -190,7 +208,27 @@ impl ProcessCluster {
         stats
     }
 
-    fn stats_path(&self, id: usize) -> PathBuf {
+    /// Stops the nodes like [`ProcessCluster::stop`]; returns the text of each node's counters
+    /// file, or why it has none.
+    pub fn stop_with_texts(mut self, grace: Duration) -> Vec<Result<String, String>> {
+        let exits = self.signal_and_wait(grace);
+        let texts = exits
+            .into_iter()
+            .enumerate()
+            .map(|(id, exit)| {
+                exit?;
+                let path = self.stats_path(id);
+                std::fs::read_to_string(&path)
+                    .map_err(|e| format!("no counters in {}: {e}", path.display()))
+            })
+            .collect();
+        self.release();
+        texts
+    }
+
+    /// Where node `id` writes its counters (`--stats`); a P-DUR node also writes this path with
+    /// `.done` appended once its load is over.
+    pub fn stats_path(&self, id: usize) -> PathBuf {
         self.dir.join(format!("node-{id}.stats"))
     }
 

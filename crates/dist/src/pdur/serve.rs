@@ -1,0 +1,486 @@
+//! A P-DUR replica as a cluster member over TCP (`phasedb node` with a `[pdur]` table): the
+//! [`ThreadedReplica`] — one worker thread per logical partition (§IV-B) — behind one atomic
+//! broadcast group per partition over every replica (§V, the prototype's independent broadcasts).
+//! DUR is the same replica with one partition, hence one group over all replicas (Algorithms 1–2).
+//!
+//! [`ReplicaNode`] is the glue the TCP runtime drives: it owns the broadcast ([`Broadcast`],
+//! raft-rs groups), hands each group's deliveries in order to [`ThreadedReplica::deliver`], and
+//! proposes the updates the workers' clients hand it ([`ServeMsg::Propose`], injected by the
+//! workers into the event loop). The replica's own closed-loop clients generate the load, as the
+//! paper's clients do against their replica (Algorithm 3); a run goes through the stages of
+//! [`Stage`]: wait for every group's leader, warm up, measure, drain.
+//!
+//! A proposal lost with a failed leader is not proposed again here (the client would wait): the
+//! deterministic [`super::node::PdurNode`] does that and is what the fault tests drive.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+
+use super::partition_of;
+use super::request::PartitionId;
+use super::threaded::{LoadStats, LocalLoad, Stopped, ThreadedReplica, total_load};
+use super::workload::Generator;
+use super::workload::micro::{MicroConfig, MicroGen, MicroType};
+use super::workload::twitter::{TwitterConfig, TwitterGen};
+use crate::broadcast::{Broadcast, BroadcastConfig, Delivery, GroupId, GroupMsg};
+use phasedb_net::tcp::TcpOptions;
+use phasedb_net::{Addr, ClusterConfig, Node, PdurTable, Transport};
+
+/// What replicas exchange, and what the workers hand their node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ServeMsg {
+    /// A message of one partition's broadcast group.
+    Bcast(GroupMsg),
+    /// A local client's update for the broadcasts of these partitions (only from the node itself).
+    Propose(Vec<PartitionId>, Vec<u8>),
+}
+
+/// The workload a `[pdur]` table names.
+#[derive(Clone, Copy, Debug)]
+pub enum Workload {
+    /// The micro-benchmark.
+    Micro(MicroConfig),
+    /// The Twitter-like social network.
+    Twitter(TwitterConfig),
+}
+
+impl Workload {
+    /// The workload of `table`.
+    pub fn from_table(table: &PdurTable) -> Result<Workload, String> {
+        let partitions = table.partitions as usize;
+        match table.workload.as_str() {
+            "micro" => {
+                let ty = MicroType::parse(&table.micro_type)
+                    .ok_or_else(|| format!("unknown micro type {:?}", table.micro_type))?;
+                let cfg = MicroConfig {
+                    ty,
+                    items: table.items,
+                    partitions,
+                    cross_partition: table.cross_partition,
+                };
+                let (r, w) = ty.ops();
+                if table.items / partitions as u64 <= 2 * (r + w) as u64 {
+                    return Err(format!(
+                        "{} items are too few for {partitions} partitions of type {} transactions",
+                        table.items, table.micro_type
+                    ));
+                }
+                Ok(Workload::Micro(cfg))
+            }
+            "twitter" => {
+                if table.users < 2 * partitions as u64 {
+                    return Err(format!(
+                        "{} users are too few for {partitions} partitions",
+                        table.users
+                    ));
+                }
+                Ok(Workload::Twitter(TwitterConfig {
+                    follow_cross: table.follow_cross,
+                    ..TwitterConfig::new(table.users, partitions)
+                }))
+            }
+            other => Err(format!("unknown workload {other:?}")),
+        }
+    }
+
+    fn partitions(&self) -> usize {
+        match self {
+            Workload::Micro(c) => c.partitions,
+            Workload::Twitter(c) => c.partitions,
+        }
+    }
+
+    /// Loads partition `p`'s items (the same on every replica: the data's seed is `seed`).
+    pub fn fill(&self, seed: u64, p: PartitionId, put: &mut dyn FnMut(u64, Vec<u8>)) {
+        let n = self.partitions();
+        let mut mine = |k: u64, v: Vec<u8>| {
+            if partition_of(k, n) == p {
+                put(k, v)
+            }
+        };
+        match self {
+            Workload::Micro(c) => c.load(&mut mine),
+            Workload::Twitter(c) => c.load(seed, &mut mine),
+        }
+    }
+
+    /// One generator per partition, seeded from `seed`.
+    pub fn generators(&self, seed: u64) -> Vec<Box<dyn Generator + Send>> {
+        (0..self.partitions())
+            .map(|p| {
+                let s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ p as u64;
+                match *self {
+                    Workload::Micro(c) => Box::new(MicroGen::new(c, s)) as Box<dyn Generator + Send>,
+                    Workload::Twitter(c) => Box::new(TwitterGen::new(c, s)),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Where a run is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Waiting for every group to have a leader.
+    Electing,
+    /// Clients running, not counted, until this time (ns).
+    Warmup(u64),
+    /// Clients counted from the first time to the second (ns).
+    Measure(u64, u64),
+    /// Clients stopped; waiting for the replica to be quiet (consecutive quiet ticks).
+    Drain(u32),
+    /// Load done.
+    Done,
+}
+
+/// Counters of the node's broadcast side.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NodeCounters {
+    /// Payloads delivered (all groups).
+    pub delivered: u64,
+    /// Payloads proposed.
+    pub proposed: u64,
+    /// Proposals the broadcast refused at first (too much gathered) and retried.
+    pub deferred: u64,
+    /// Messages the broadcast refused.
+    pub refused_messages: u64,
+    /// Restores of a non-empty state refused (state transfer is not supported here).
+    pub refused_restores: u64,
+}
+
+/// The replica with its broadcast, as the TCP runtime drives it.
+pub struct ReplicaNode {
+    me: Addr,
+    bcast: Broadcast,
+    replica: ThreadedReplica,
+    stage: Stage,
+    warmup_ns: u64,
+    duration_ns: u64,
+    measured_ns: u64,
+    deferred: std::collections::VecDeque<(GroupId, Vec<u8>)>,
+    counters: NodeCounters,
+    on_done: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl ReplicaNode {
+    /// Replica `me` of `replicas`: its partitions' groups, its threaded replica (already
+    /// loaded), and the run's warm-up and measured durations. `on_done` runs once the load is
+    /// over and the replica quiet.
+    pub fn new(
+        me: Addr,
+        replicas: &[Addr],
+        bcast_cfg: BroadcastConfig,
+        replica: ThreadedReplica,
+        warmup: Duration,
+        duration: Duration,
+        on_done: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Result<ReplicaNode, String> {
+        let mut bcast = Broadcast::new(me, bcast_cfg).map_err(|e| e.to_string())?;
+        for g in 0..replica.partitions() {
+            bcast
+                .add_group(g as GroupId, replicas)
+                .map_err(|e| e.to_string())?;
+        }
+        replica.set_measuring(false);
+        Ok(ReplicaNode {
+            me,
+            bcast,
+            replica,
+            stage: Stage::Electing,
+            warmup_ns: warmup.as_nanos() as u64,
+            duration_ns: duration.as_nanos() as u64,
+            measured_ns: 0,
+            deferred: Default::default(),
+            counters: NodeCounters::default(),
+            on_done,
+        })
+    }
+
+    /// Where the run is.
+    pub fn stage(&self) -> Stage {
+        self.stage
+    }
+
+    /// The node's broadcast counters.
+    pub fn counters(&self) -> NodeCounters {
+        self.counters
+    }
+
+    /// Stops the replica once it is quiet (waiting at most `within`) and reports the run.
+    pub fn finish(self, within: Duration) -> ServeReport {
+        let deadline = std::time::Instant::now() + within;
+        while self.replica.busy() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let stopped = self.replica.stop();
+        ServeReport {
+            node: self.me,
+            load: total_load(&stopped),
+            digests: stopped.iter().map(|s| s.partition.digest()).collect(),
+            cpu_ns: stopped.iter().map(|s| s.cpu_ns).collect(),
+            measured_ns: self.measured_ns,
+            counters: self.counters,
+            stopped,
+        }
+    }
+
+    fn propose(&mut self, g: GroupId, payload: Vec<u8>) {
+        if self.bcast.propose(g, &payload).is_ok() {
+            self.counters.proposed += 1;
+        } else {
+            self.counters.deferred += 1;
+            self.deferred.push_back((g, payload));
+        }
+    }
+
+    fn apply<T: Transport<ServeMsg>>(&mut self, net: &mut T) {
+        while let Some(d) = self.bcast.next_delivery() {
+            match d {
+                Delivery::Entry { group, payload, .. } => {
+                    self.counters.delivered += 1;
+                    self.replica
+                        .deliver(group as PartitionId, payload.to_vec());
+                }
+                Delivery::Restore { index, state, .. } => {
+                    if index > 0 || !state.is_empty() {
+                        self.counters.refused_restores += 1;
+                    }
+                }
+            }
+        }
+        self.bcast.send_all(net, ServeMsg::Bcast);
+    }
+
+    /// Moves the run on by the transport's clock.
+    fn advance(&mut self, now: u64) {
+        self.stage = match self.stage {
+            Stage::Electing => {
+                let groups = self.replica.partitions() as GroupId;
+                if (0..groups).all(|g| self.bcast.leader(g).is_some()) {
+                    self.replica.set_load(true);
+                    Stage::Warmup(now + self.warmup_ns)
+                } else {
+                    Stage::Electing
+                }
+            }
+            Stage::Warmup(until) if now >= until => {
+                self.replica.set_measuring(true);
+                Stage::Measure(now, now + self.duration_ns)
+            }
+            Stage::Measure(from, until) if now >= until => {
+                self.replica.set_measuring(false);
+                self.replica.set_load(false);
+                self.measured_ns = now - from;
+                Stage::Drain(0)
+            }
+            Stage::Drain(quiet) => {
+                if self.replica.busy() > 0 {
+                    Stage::Drain(0)
+                } else if quiet >= 3 {
+                    if let Some(f) = self.on_done.take() {
+                        f();
+                    }
+                    Stage::Done
+                } else {
+                    Stage::Drain(quiet + 1)
+                }
+            }
+            s => s,
+        };
+    }
+}
+
+impl Node for ReplicaNode {
+    type Msg = ServeMsg;
+
+    fn on_message<T: Transport<ServeMsg>>(&mut self, net: &mut T, from: Addr, msg: ServeMsg) {
+        match msg {
+            ServeMsg::Bcast(m) => {
+                if self.bcast.step(from, &m).is_err() {
+                    self.counters.refused_messages += 1;
+                }
+            }
+            ServeMsg::Propose(parts, payload) => {
+                if from != self.me {
+                    self.counters.refused_messages += 1;
+                } else if let Some((&last, rest)) = parts.split_last() {
+                    for &p in rest {
+                        self.propose(p as GroupId, payload.clone());
+                    }
+                    self.propose(last as GroupId, payload);
+                }
+            }
+        }
+        self.apply(net);
+    }
+
+    fn on_tick<T: Transport<ServeMsg>>(&mut self, net: &mut T) {
+        let now = net.now();
+        self.bcast.tick(now);
+        for _ in 0..self.deferred.len() {
+            let Some((g, payload)) = self.deferred.pop_front() else {
+                break;
+            };
+            self.propose(g, payload);
+        }
+        self.advance(now);
+        self.apply(net);
+    }
+}
+
+/// What one replica's run measured.
+pub struct ServeReport {
+    /// The replica.
+    pub node: Addr,
+    /// Its clients' counters over the measured window.
+    pub load: LoadStats,
+    /// Per partition, the digest of its committed state.
+    pub digests: Vec<u64>,
+    /// Per partition, CPU time of its worker thread (ns).
+    pub cpu_ns: Vec<u64>,
+    /// Length of the measured window (ns; 0 if the run stopped before it ended).
+    pub measured_ns: u64,
+    /// The broadcast side's counters.
+    pub counters: NodeCounters,
+    /// The partitions as their workers handed them back (with the recorded logs when asked).
+    pub stopped: Vec<Stopped>,
+}
+
+/// The `q` quantile of `v` (sorted in place), 0 when empty.
+pub fn quantile(v: &mut [u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+impl ServeReport {
+    /// The report as `name value` lines (the node's `--stats` file).
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let mut line = |name: &str, v: u64| {
+            let _ = writeln!(out, "{name} {v}");
+        };
+        line("node", u64::from(self.node));
+        line("measured_ns", self.measured_ns);
+        line("committed", self.load.committed());
+        line("aborted", self.load.aborted());
+        let mut kinds: Vec<_> = self.load.by_kind.iter().collect();
+        kinds.sort();
+        for (kind, (c, a)) in kinds {
+            line(&format!("kind.{kind}.committed"), *c);
+            line(&format!("kind.{kind}.aborted"), *a);
+            let mut lat = self
+                .load
+                .kind_latencies
+                .get(kind)
+                .cloned()
+                .unwrap_or_default();
+            for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)] {
+                line(&format!("kind.{kind}.{name}_ns"), quantile(&mut lat, q));
+            }
+        }
+        for (p, d) in self.digests.iter().enumerate() {
+            line(&format!("digest.{p}"), *d);
+        }
+        for (p, c) in self.cpu_ns.iter().enumerate() {
+            line(&format!("cpu_ns.{p}"), *c);
+        }
+        let c = &self.counters;
+        line("delivered", c.delivered);
+        line("proposed", c.proposed);
+        line("deferred", c.deferred);
+        line("refused_messages", c.refused_messages);
+        line("refused_restores", c.refused_restores);
+        out
+    }
+}
+
+/// The replica of node `id` of the cluster `cfg` (which has a `[pdur]` table), loaded, with its
+/// proposals going to `propose`; `record` keeps what a `check` history needs.
+pub fn start_replica(
+    table: &PdurTable,
+    id: Addr,
+    propose: UnboundedSender<ServeMsg>,
+    record: bool,
+) -> Result<ThreadedReplica, String> {
+    let workload = Workload::from_table(table)?;
+    let data_seed = table.seed;
+    let broadcast: super::threaded::Broadcaster = std::sync::Arc::new(move |parts, payload| {
+        let _ = propose.send(ServeMsg::Propose(parts.to_vec(), payload));
+    });
+    Ok(ThreadedReplica::start(
+        workload.partitions(),
+        move |p, put| workload.fill(data_seed, p, put),
+        Some(LocalLoad {
+            clients_per_partition: table.clients_per_partition as usize,
+            generators: workload.generators(table.seed ^ (u64::from(id) << 32)),
+            replica: u8::try_from(id).map_err(|_| "at most 255 replicas".to_string())?,
+            broadcast: Some(broadcast),
+        }),
+        record,
+    ))
+}
+
+/// The broadcast settings of a `[pdur]` table.
+pub fn broadcast_config(table: &PdurTable) -> BroadcastConfig {
+    let tick_ns = table.tick_us * 1_000;
+    BroadcastConfig {
+        tick_ns,
+        // Elections after 100–200 ms whatever the tick, heartbeats every 2 ticks.
+        election_ticks: (100_000_000 / tick_ns).max(4) as usize,
+        heartbeat_ticks: 2,
+        batch_bytes: table.batch_bytes as usize,
+        seed: table.seed,
+        ..BroadcastConfig::default()
+    }
+}
+
+/// Serves node `id` of `cfg` until `shutdown` completes: loads the replica, runs its load through
+/// the stages of [`Stage`] (calling `on_done` when it is over), and returns what it measured.
+pub async fn serve(
+    cfg: &ClusterConfig,
+    id: Addr,
+    listener: Option<std::net::TcpListener>,
+    shutdown: impl Future<Output = ()>,
+    record: bool,
+    on_done: Option<Box<dyn FnOnce() + Send>>,
+) -> Result<ServeReport, String> {
+    let table = cfg.pdur.as_ref().ok_or("the cluster file has no [pdur] table")?;
+    let me = cfg
+        .node(id)
+        .ok_or_else(|| format!("node {id} is not in the cluster"))?
+        .addr;
+    let (tx, rx) = unbounded_channel();
+    let replica = start_replica(table, id, tx, record)?;
+    let replicas: Vec<Addr> = cfg.nodes.iter().map(|n| n.id).collect();
+    let mut node = ReplicaNode::new(
+        id,
+        &replicas,
+        broadcast_config(table),
+        replica,
+        Duration::from_millis(table.warmup_ms),
+        Duration::from_millis(table.duration_ms),
+        on_done,
+    )?;
+    let peers: Vec<(Addr, SocketAddr)> = cfg.nodes.iter().map(|n| (n.id, n.addr)).collect();
+    let mut opts = TcpOptions::new(id, peers);
+    match listener {
+        Some(l) => opts.listener = Some(l),
+        None => opts.listen = Some(me),
+    }
+    opts.tick = Duration::from_micros(table.tick_us);
+    opts.poll = Duration::from_micros(cfg.net.poll_us);
+    opts.delay = Duration::from_micros(cfg.net.delay_us);
+    opts.inject = Some(rx);
+    phasedb_net::tcp::run(&mut node, opts, shutdown)
+        .await
+        .map_err(|e| format!("cannot serve on {me}: {e}"))?;
+    Ok(node.finish(Duration::from_secs(2)))
+}

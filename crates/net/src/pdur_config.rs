@@ -1,0 +1,183 @@
+//! The `[pdur]` table of the cluster file: every node is a P-DUR replica (Pacheco, Sciascia,
+//! Pedone), holding the whole database in `partitions` logical partitions with one atomic
+//! broadcast group per partition over all the nodes; DUR is `partitions = 1`.
+//!
+//! ```toml
+//! [pdur]
+//! partitions = 2                 # logical partitions of each replica (1: DUR)
+//! workload = "micro"             # "micro" (types I, II, III) or "twitter"
+//! micro_type = "I"               # micro: I (2 r, 2 w), II (32 r, 2 w), III (16 r, 16 w)
+//! items = 420000                 # micro: items (4-byte keys and values)
+//! users = 42000                  # twitter: users
+//! cross_partition = 0.1          # micro: share of transactions touching 2 partitions
+//! follow_cross = 0.5            # twitter: share of follows touching 2 partitions
+//! clients_per_partition = 8      # closed-loop clients each replica runs per partition
+//! warmup_ms = 1000               # load before counting
+//! duration_ms = 5000             # load counted
+//! tick_us = 1000                 # raft tick
+//! batch_bytes = 65536            # a broadcast batch is proposed once it holds this much
+//! seed = 1
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::ConfigError;
+
+/// The `[pdur]` table: what every replica of a P-DUR (or DUR) cluster loads and runs.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PdurTable {
+    /// Logical partitions of each replica, one worker thread and one broadcast group each.
+    pub partitions: u32,
+    /// "micro" or "twitter".
+    #[serde(default = "PdurTable::default_workload")]
+    pub workload: String,
+    /// The micro-benchmark's transaction type: "I", "II" or "III".
+    #[serde(default = "PdurTable::default_micro_type")]
+    pub micro_type: String,
+    /// Items of the micro-benchmark.
+    #[serde(default = "PdurTable::default_items")]
+    pub items: u64,
+    /// Users of the Twitter-like workload.
+    #[serde(default = "PdurTable::default_users")]
+    pub users: u64,
+    /// Share of the micro-benchmark's transactions that touch two partitions (0 to 1).
+    #[serde(default)]
+    pub cross_partition: f64,
+    /// Twitter: probability that a follow touches two partitions (the paper's 0.5).
+    #[serde(default = "PdurTable::default_follow_cross")]
+    pub follow_cross: f64,
+    /// Closed-loop clients each replica runs per partition.
+    #[serde(default = "PdurTable::default_clients")]
+    pub clients_per_partition: u32,
+    /// Milliseconds of load before transactions are counted.
+    #[serde(default = "PdurTable::default_warmup_ms")]
+    pub warmup_ms: u64,
+    /// Milliseconds of counted load.
+    #[serde(default = "PdurTable::default_duration_ms")]
+    pub duration_ms: u64,
+    /// Microseconds of one raft tick.
+    #[serde(default = "PdurTable::default_tick_us")]
+    pub tick_us: u64,
+    /// Payload bytes at which a broadcast batch is proposed without waiting.
+    #[serde(default = "PdurTable::default_batch_bytes")]
+    pub batch_bytes: u64,
+    /// Seed of the replicas' load generators (replica `i` mixes in `i`).
+    #[serde(default = "PdurTable::default_seed")]
+    pub seed: u64,
+}
+
+impl PdurTable {
+    fn default_workload() -> String {
+        "micro".into()
+    }
+    fn default_micro_type() -> String {
+        "I".into()
+    }
+    fn default_items() -> u64 {
+        420_000
+    }
+    fn default_users() -> u64 {
+        42_000
+    }
+    fn default_follow_cross() -> f64 {
+        0.5
+    }
+    fn default_clients() -> u32 {
+        8
+    }
+    fn default_warmup_ms() -> u64 {
+        1000
+    }
+    fn default_duration_ms() -> u64 {
+        5000
+    }
+    fn default_tick_us() -> u64 {
+        1000
+    }
+    fn default_batch_bytes() -> u64 {
+        64 << 10
+    }
+    fn default_seed() -> u64 {
+        1
+    }
+
+    /// The micro-benchmark on `partitions` partitions with every other field at its default.
+    pub fn new(partitions: u32) -> PdurTable {
+        PdurTable {
+            partitions,
+            workload: Self::default_workload(),
+            micro_type: Self::default_micro_type(),
+            items: Self::default_items(),
+            users: Self::default_users(),
+            cross_partition: 0.0,
+            follow_cross: Self::default_follow_cross(),
+            clients_per_partition: Self::default_clients(),
+            warmup_ms: Self::default_warmup_ms(),
+            duration_ms: Self::default_duration_ms(),
+            tick_us: Self::default_tick_us(),
+            batch_bytes: Self::default_batch_bytes(),
+            seed: Self::default_seed(),
+        }
+    }
+
+    /// Checks each field's range for a cluster of `nodes` replicas.
+    pub fn validate(&self, nodes: u32) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(format!("[pdur] {m}")));
+        if !(1..=128).contains(&self.partitions) {
+            return bad(format!("partitions must be 1..=128, not {}", self.partitions));
+        }
+        if nodes > 255 {
+            return bad(format!("at most 255 replicas, not {nodes}"));
+        }
+        if !matches!(self.workload.as_str(), "micro" | "twitter") {
+            return bad(format!(
+                "workload must be \"micro\" or \"twitter\", not {:?}",
+                self.workload
+            ));
+        }
+        if !matches!(self.micro_type.as_str(), "I" | "II" | "III") {
+            return bad(format!(
+                "micro_type must be \"I\", \"II\" or \"III\", not {:?}",
+                self.micro_type
+            ));
+        }
+        if self.items < 64 || self.items > 1 << 32 {
+            return bad(format!("items must be 64..=2^32, not {}", self.items));
+        }
+        if self.users < 16 || self.users > 1 << 28 {
+            return bad(format!("users must be 16..=2^28, not {}", self.users));
+        }
+        if !(0.0..=1.0).contains(&self.cross_partition) {
+            return bad(format!(
+                "cross_partition must be between 0 and 1, not {}",
+                self.cross_partition
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.follow_cross) {
+            return bad(format!(
+                "follow_cross must be between 0 and 1, not {}",
+                self.follow_cross
+            ));
+        }
+        if !(1..=1024).contains(&self.clients_per_partition) {
+            return bad(format!(
+                "clients_per_partition must be 1..=1024, not {}",
+                self.clients_per_partition
+            ));
+        }
+        if self.duration_ms == 0 || self.duration_ms > 86_400_000 || self.warmup_ms > 86_400_000 {
+            return bad("duration_ms must be 1..=86400000 and warmup_ms at most that".into());
+        }
+        if !(100..=100_000).contains(&self.tick_us) {
+            return bad(format!("tick_us must be 100..=100000, not {}", self.tick_us));
+        }
+        if !(64..=16 << 20).contains(&self.batch_bytes) {
+            return bad(format!(
+                "batch_bytes must be 64..=16777216, not {}",
+                self.batch_bytes
+            ));
+        }
+        Ok(())
+    }
+}
