@@ -339,7 +339,14 @@ fn measure_cluster(spec: &PdurSpec) -> Result<PdurResult, String> {
         .map(|(i, t)| t.map_err(|e| format!("node {i}: {e}")))
         .map(|t| t.and_then(|t| parse_counters(&t)))
         .collect::<Result<Vec<_>, String>>()?;
-    Ok(combine(&nodes, partitions))
+    let mut r = combine(&nodes, partitions);
+    if let PdurWorkload::Micro { ty, .. } = &spec.workload {
+        // The replicas count every micro-benchmark transaction as "micro".
+        for k in r.kinds.iter_mut().filter(|k| k.name == "micro") {
+            k.name = ty.clone();
+        }
+    }
+    Ok(r)
 }
 
 /// Runs the micro-benchmark on the embedded engine with `spec.replicas` threads.
