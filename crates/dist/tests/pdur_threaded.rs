@@ -117,10 +117,7 @@ fn worker_threads_under_their_own_load_commit_serializably_and_match_a_replay_of
             }),
             seed,
         );
-        check_run(
-            Load::Twitter(TwitterConfig::new(64, 3)),
-            seed,
-        );
+        check_run(Load::Twitter(TwitterConfig::new(64, 3)), seed);
     }
 }
 

@@ -4,8 +4,8 @@
 //! serializable.
 
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use phasedb_check::check_serializable;
@@ -54,7 +54,10 @@ fn run_cluster(replicas: usize, table: PdurTable) -> Vec<ServeReport> {
         .collect();
     let deadline = Instant::now() + Duration::from_secs(60);
     while done.load(Ordering::SeqCst) < replicas {
-        assert!(Instant::now() < deadline, "the replicas did not finish their load");
+        assert!(
+            Instant::now() < deadline,
+            "the replicas did not finish their load"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     // Followers learn the last commits with the next heartbeat.
@@ -68,10 +71,19 @@ fn run_cluster(replicas: usize, table: PdurTable) -> Vec<ServeReport> {
 
 fn check(reports: &[ServeReport], what: &str) {
     for r in reports {
-        assert!(r.load.committed() > 20, "{what}: replica {} {:?}", r.node, r.load.by_kind);
+        assert!(
+            r.load.committed() > 20,
+            "{what}: replica {} {:?}",
+            r.node,
+            r.load.by_kind
+        );
         assert!(r.measured_ns > 0);
         assert_eq!(r.counters.refused_messages, 0, "{what}");
-        assert_eq!(r.digests, reports[0].digests, "{what}: replica {} differs", r.node);
+        assert_eq!(
+            r.digests, reports[0].digests,
+            "{what}: replica {} differs",
+            r.node
+        );
     }
     let mut rec = record_history(&reports[0].stopped);
     for r in &reports[1..] {
@@ -112,7 +124,10 @@ fn dur_is_one_partition_and_the_twitter_workload_runs_on_p_dur() {
         users: 96,
         ..table(2)
     };
-    check(&run_cluster(2, twitter), "P-DUR twitter, 2 replicas x 2 partitions");
+    check(
+        &run_cluster(2, twitter),
+        "P-DUR twitter, 2 replicas x 2 partitions",
+    );
 }
 
 #[test]
@@ -121,10 +136,34 @@ fn a_bad_pdur_table_is_refused_with_its_reason() {
     let mut cfg = ClusterConfig::local(&addrs, ServerSettings::default(), NetSettings::default())
         .expect("a local cluster");
     for (bad, why) in [
-        (PdurTable { partitions: 0, ..table(1) }, "partitions"),
-        (PdurTable { micro_type: "IV".into(), ..table(1) }, "micro_type"),
-        (PdurTable { cross_partition: 1.5, ..table(1) }, "cross_partition"),
-        (PdurTable { workload: "tpcc".into(), ..table(1) }, "workload"),
+        (
+            PdurTable {
+                partitions: 0,
+                ..table(1)
+            },
+            "partitions",
+        ),
+        (
+            PdurTable {
+                micro_type: "IV".into(),
+                ..table(1)
+            },
+            "micro_type",
+        ),
+        (
+            PdurTable {
+                cross_partition: 1.5,
+                ..table(1)
+            },
+            "cross_partition",
+        ),
+        (
+            PdurTable {
+                workload: "tpcc".into(),
+                ..table(1)
+            },
+            "workload",
+        ),
     ] {
         cfg.pdur = Some(bad);
         let err = ClusterConfig::from_toml(&cfg.to_toml()).expect_err(why);

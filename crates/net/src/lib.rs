@@ -19,5 +19,5 @@ pub use config::{
     ClusterConfig, ConfigError, NodeConfig, ReplicationSync, StarAlgorithm, StarConfig,
     partition_of,
 };
-pub use pdur_config::PdurTable;
 pub use node::{Addr, CLIENT_ADDR_BASE, Node, Transport, is_client_addr};
+pub use pdur_config::PdurTable;

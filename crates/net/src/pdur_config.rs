@@ -125,7 +125,10 @@ impl PdurTable {
     pub fn validate(&self, nodes: u32) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(format!("[pdur] {m}")));
         if !(1..=128).contains(&self.partitions) {
-            return bad(format!("partitions must be 1..=128, not {}", self.partitions));
+            return bad(format!(
+                "partitions must be 1..=128, not {}",
+                self.partitions
+            ));
         }
         if nodes > 255 {
             return bad(format!("at most 255 replicas, not {nodes}"));
@@ -170,7 +173,10 @@ impl PdurTable {
             return bad("duration_ms must be 1..=86400000 and warmup_ms at most that".into());
         }
         if !(100..=100_000).contains(&self.tick_us) {
-            return bad(format!("tick_us must be 100..=100000, not {}", self.tick_us));
+            return bad(format!(
+                "tick_us must be 100..=100000, not {}",
+                self.tick_us
+            ));
         }
         if !(64..=16 << 20).contains(&self.batch_bytes) {
             return bad(format!(

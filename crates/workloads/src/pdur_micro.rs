@@ -73,8 +73,10 @@ impl Workload for PdurMicro {
             .expect("the item schema is valid");
         self.table = db.create_table(TableSpec::new("items", schema, self.cfg.items as usize));
         for k in 0..self.cfg.items {
-            db.load(self.table, k, |r| r.set_bytes(VALUE, &(k as u32).to_le_bytes()))
-                .expect("keys are distinct");
+            db.load(self.table, k, |r| {
+                r.set_bytes(VALUE, &(k as u32).to_le_bytes())
+            })
+            .expect("keys are distinct");
         }
     }
 

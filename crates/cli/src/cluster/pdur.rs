@@ -264,10 +264,12 @@ pub fn combine(nodes: &[BTreeMap<String, u64>], partitions: u32) -> PdurResult {
             let Some((kind, field)) = rest.rsplit_once('.') else {
                 continue;
             };
-            let k = kinds.entry(kind.to_string()).or_insert_with(|| KindFigures {
-                name: kind.to_string(),
-                ..KindFigures::default()
-            });
+            let k = kinds
+                .entry(kind.to_string())
+                .or_insert_with(|| KindFigures {
+                    name: kind.to_string(),
+                    ..KindFigures::default()
+                });
             let us = *v as f64 / 1e3;
             match field {
                 "committed" => k.committed += v,
@@ -439,7 +441,10 @@ fn spec(
     for (given, flag) in [
         (args.iteration_ms.is_some(), "--iteration-ms"),
         (args.full_replicas.is_some(), "--full-replicas"),
-        (args.replicas.is_some(), "--replicas (the replicas are --cluster N)"),
+        (
+            args.replicas.is_some(),
+            "--replicas (the replicas are --cluster N)",
+        ),
         (args.no_hybrid, "--no-hybrid"),
         (args.replication.is_some(), "--replication"),
         (args.connect.is_some(), "--connect"),

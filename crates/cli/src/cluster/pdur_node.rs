@@ -28,7 +28,11 @@ pub fn run(
         eprintln!(
             "node {id}: {} replica {} of {} with {} partitions ({} workload), loading, then \
              serving on {}",
-            if table.partitions == 1 { "DUR" } else { "P-DUR" },
+            if table.partitions == 1 {
+                "DUR"
+            } else {
+                "P-DUR"
+            },
             id,
             cfg.nodes.len(),
             table.partitions,

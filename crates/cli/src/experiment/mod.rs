@@ -7,6 +7,7 @@ mod csv;
 mod doppel;
 mod granularity;
 mod list;
+mod pdur;
 mod plot;
 mod point_process;
 mod protocols;

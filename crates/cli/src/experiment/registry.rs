@@ -94,17 +94,24 @@ pub const ALL: &[Experiment] = &[
         setup: "TPC-C NewOrder + Payment + OrderStatus on 1 warehouse; coarse vs fine District/Customer; every protocol; x = threads",
         run: super::granularity::tpcc::RUNNER,
     },
-    todo(
-        "pdur-baseline",
-        PDUR,
-        "micro txn types I/II/III; P-DUR partitions vs DUR replicas vs an embedded store; x = cores",
-    ),
-    todo("pdur-cross", PDUR, "P-DUR; x = % cross-partition txns"),
-    todo(
-        "pdur-twitter",
-        PDUR,
-        "Twitter-like timeline/post/follow mix; x = partitions",
-    ),
+    Experiment {
+        name: "pdur-baseline",
+        paper: PDUR,
+        setup: "micro txn types I/II/III; P-DUR partitions vs DUR replicas vs an embedded store; x = cores",
+        run: Some(super::pdur::baseline::run),
+    },
+    Experiment {
+        name: "pdur-cross",
+        paper: PDUR,
+        setup: "P-DUR; x = % cross-partition txns",
+        run: Some(super::pdur::cross::run),
+    },
+    Experiment {
+        name: "pdur-twitter",
+        paper: PDUR,
+        setup: "Twitter-like timeline/post/follow mix; x = partitions",
+        run: Some(super::pdur::twitter::run),
+    },
     Experiment {
         name: "ramp-clients",
         paper: RAMP,

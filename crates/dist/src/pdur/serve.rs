@@ -114,7 +114,9 @@ impl Workload {
             .map(|p| {
                 let s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ p as u64;
                 match *self {
-                    Workload::Micro(c) => Box::new(MicroGen::new(c, s)) as Box<dyn Generator + Send>,
+                    Workload::Micro(c) => {
+                        Box::new(MicroGen::new(c, s)) as Box<dyn Generator + Send>
+                    }
                     Workload::Twitter(c) => Box::new(TwitterGen::new(c, s)),
                 }
             })
@@ -242,8 +244,7 @@ impl ReplicaNode {
             match d {
                 Delivery::Entry { group, payload, .. } => {
                     self.counters.delivered += 1;
-                    self.replica
-                        .deliver(group as PartitionId, payload.to_vec());
+                    self.replica.deliver(group as PartitionId, payload.to_vec());
                 }
                 Delivery::Restore { index, state, .. } => {
                     if index > 0 || !state.is_empty() {
@@ -452,7 +453,10 @@ pub async fn serve(
     record: bool,
     on_done: Option<Box<dyn FnOnce() + Send>>,
 ) -> Result<ServeReport, String> {
-    let table = cfg.pdur.as_ref().ok_or("the cluster file has no [pdur] table")?;
+    let table = cfg
+        .pdur
+        .as_ref()
+        .ok_or("the cluster file has no [pdur] table")?;
     let me = cfg
         .node(id)
         .ok_or_else(|| format!("node {id} is not in the cluster"))?

@@ -153,7 +153,10 @@ impl LoadStats {
         }
         self.latencies.extend_from_slice(&other.latencies);
         for (k, v) in &other.kind_latencies {
-            self.kind_latencies.entry(k).or_default().extend_from_slice(v);
+            self.kind_latencies
+                .entry(k)
+                .or_default()
+                .extend_from_slice(v);
         }
     }
 }
