@@ -136,10 +136,14 @@ fn star_latency_reports_percentiles_at_each_cross_partition_share() {
     );
     assert_eq!(o.column("cross_pct")[..3], ["10", "50", "90"]);
     let (p50, p99) = (o.numbers("p50_ms"), o.numbers("p99_ms"));
+    // Synchronous PB-OCC answers read-only transactions at once: its median may round to 0.
     assert!(
-        p50.iter().zip(&p99).all(|(a, b)| *a > 0.0 && a <= b),
+        p50.iter()
+            .zip(&p99)
+            .all(|(a, b)| *a >= 0.0 && a <= b && *b > 0.0),
         "{p50:?} {p99:?}"
     );
+    assert!(p50[..6].iter().all(|&a| a > 0.0), "{p50:?}");
     assert!(
         o.report
             .contains("STAR's latency over each: p50 vs pb-occ at 10%"),
