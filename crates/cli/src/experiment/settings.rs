@@ -93,7 +93,7 @@ impl Settings {
         }
         if star && args.protocols.is_some() {
             return Err(format!(
-                "--protocols does not apply to {name}: it measures STAR alone, against itself"
+                "--protocols does not apply to {name}: it runs STAR and the baselines this build has"
             ));
         }
         let (mut protocols, mut algorithms) = (all.clone(), Algorithm::ALL.to_vec());

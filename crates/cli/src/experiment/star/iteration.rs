@@ -10,6 +10,7 @@ use super::super::claims::{Claim, Verdict, over, ratio_claim, spread};
 use super::super::plot::RightPanel;
 use super::super::sweep::Row;
 use super::super::{Artifacts, Settings};
+use super::contenders::Contender;
 use super::report::{Finish, find, replicas_agree};
 use super::run::{self, PARTITIONS, Point, workload_label};
 use crate::cluster::star_workload::StarWorkload;
@@ -96,6 +97,7 @@ fn points(s: &Settings) -> Vec<Point> {
     for w in workloads(s) {
         for ms in iterations(s) {
             out.push(Point {
+                contender: Contender::STAR,
                 params: vec![
                     ("workload".into(), workload_label(&w).into()),
                     ("iteration_ms".into(), ms.to_string()),
@@ -337,6 +339,7 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
         varying: &["workload", "iteration_ms"],
         columns: &[("overhead %", "overhead_pct")],
         color_by: "workload",
+        dashed: None,
         right: RightPanel::Param {
             param: "overhead_pct",
             caption: "Overhead against the longest iteration",

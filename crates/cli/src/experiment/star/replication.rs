@@ -9,6 +9,7 @@ use super::super::claims::{Claim, Verdict, ratio, spread, times};
 use super::super::plot::RightPanel;
 use super::super::sweep::Row;
 use super::super::{Artifacts, Settings};
+use super::contenders::Contender;
 use super::report::{Finish, figure, find, replicas_agree};
 use super::run::{self, PARTITIONS, Point};
 use crate::cluster::star_workload::StarWorkload;
@@ -48,6 +49,7 @@ fn points(s: &Settings) -> Vec<Point> {
     for pct in shares(s) {
         for (name, hybrid) in STRATEGIES {
             out.push(Point {
+                contender: Contender::STAR,
                 workload: workload(),
                 iteration_ms: ITERATION_MS,
                 hybrid,
@@ -246,6 +248,7 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
         varying: &["replication", "cross_pct"],
         columns: &[("records/txn", "records_per_txn")],
         color_by: "replication",
+        dashed: None,
         right: RightPanel::Param {
             param: "bytes_per_txn",
             caption: "Replication cost",

@@ -4,7 +4,7 @@
 
 use super::super::claims::{Claim, Verdict};
 use super::super::cluster_rounds::schedule_line;
-use super::super::plot::{PlotSpec, RightPanel};
+use super::super::plot::{Dashes, PlotSpec, RightPanel};
 use super::super::report::Report;
 use super::super::sweep::Row;
 use super::super::{Artifacts, Settings};
@@ -178,6 +178,8 @@ pub struct Finish<'a> {
     pub columns: &'a [(&'a str, &'a str)],
     /// The parameter that picks a plot line's colour.
     pub color_by: &'static str,
+    /// Which plot lines are dashed, if any.
+    pub dashed: Option<Dashes>,
     /// The plot's right-hand panel.
     pub right: RightPanel,
 }
@@ -211,7 +213,7 @@ impl Finish<'_> {
                 x_label: self.x_label.into(),
                 color_by: self.color_by,
                 reference: None,
-                dashed: None,
+                dashed: self.dashed,
                 right: self.right,
             },
             report: r.finish(),

@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use phasedb_dist::ramp::bench::launch::ProcessCluster;
 use phasedb_dist::star::bench::{self, BenchReport, BenchSettings};
-use phasedb_net::StarConfig;
 use phasedb_net::config::{NetSettings, ServerSettings};
+use phasedb_net::{StarAlgorithm, StarConfig};
 
 use super::super::cluster_rounds::{ClusterPoint, run_rounds};
 use super::super::settings::{Settings, load_average};
 use super::super::sweep::{Metrics, Row};
+use super::contenders::Contender;
 use crate::cluster::star_workload::StarWorkload;
 
 /// `phasedb node` processes of every point (the paper used 4 machines; this machine has 2 cores).
@@ -36,9 +37,12 @@ const MIN_WARMUP_ITERATIONS: f64 = 3.0;
 /// One point of a STAR experiment, not yet run.
 #[derive(Clone, Debug)]
 pub struct Point {
+    /// The algorithm the nodes run and how it replicates.
+    pub contender: Contender,
     /// What the nodes run.
     pub workload: StarWorkload,
-    /// One partitioned phase plus one single-master phase, in ms (§4.3).
+    /// One partitioned phase plus one single-master phase, in ms (§4.3); the baselines' group
+    /// commit interval too (§8.1.3: 10 ms, as STAR's iteration).
     pub iteration_ms: f64,
     /// Hybrid replication (operations in the partitioned phase, §5.2) or values throughout.
     pub hybrid: bool,
@@ -76,10 +80,23 @@ fn placement() -> Vec<Vec<u32>> {
         .collect()
 }
 
+/// Full replicas of a point's cluster: PB-OCC's backup holds everything, as its primary does
+/// (§8.1.2); the others have [`FULL_REPLICAS`].
+fn full_replicas(c: Contender) -> u32 {
+    if c.algorithm == StarAlgorithm::PbOcc {
+        NODES
+    } else {
+        FULL_REPLICAS
+    }
+}
+
 /// The `[star]` table of a point's cluster.
 pub fn star_table(s: &Settings, p: &Point) -> StarConfig {
     StarConfig {
-        full_replicas: FULL_REPLICAS,
+        algorithm: p.contender.algorithm,
+        replication: p.contender.replication,
+        group_commit_ms: p.iteration_ms,
+        full_replicas: full_replicas(p.contender),
         replicas_per_partition: REPLICAS,
         iteration_ms: p.iteration_ms,
         hybrid_replication: p.hybrid,
@@ -220,7 +237,7 @@ fn constants(s: &Settings, p: &Point) -> Vec<(String, String)> {
     let (warmup, duration) = windows(s, p.iteration_ms);
     let mut out: Vec<(String, String)> = [
         ("nodes", NODES.to_string()),
-        ("full_replicas", FULL_REPLICAS.to_string()),
+        ("full_replicas", full_replicas(p.contender).to_string()),
         ("replicas_per_partition", REPLICAS.to_string()),
         ("partitions", PARTITIONS.to_string()),
         ("warmup_s", warmup.as_secs_f64().to_string()),
