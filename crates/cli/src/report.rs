@@ -146,7 +146,8 @@ fn durability_json(d: &phasedb_txn::Durability, r: &BenchResult) -> Value {
             "taken": c.taken,
             "rows": c.rows,
             "seconds": c.seconds,
-            "rows_per_s": c.rows as f64 / c.seconds.max(1e-9),
+            "image_seconds": c.image_seconds,
+            "rows_per_s": c.rows as f64 / c.image_seconds.max(1e-9),
             "failed": c.failed,
             "last_error": c.last_error,
         });

@@ -54,7 +54,8 @@ pub(crate) fn dir_name(seq: u64) -> String {
 /// Writes an image of `tables` as checkpoint `seq` of `dir`, with `threads` writers sharing the
 /// tables' parts (each writer a file of its own), and marks it complete once `ready` (called
 /// after the image is written) says so. Returns the rows written. Gives up, leaving only a
-/// `.tmp` directory that later truncation removes, if `stop` turns true.
+/// `.tmp` directory that later truncation removes, if `stop` turns true. Also returns the seconds
+/// spent writing the image (before `ready`).
 pub(crate) fn write(
     dir: &Path,
     seq: u64,
@@ -63,7 +64,8 @@ pub(crate) fn write(
     start: Start,
     stop: &AtomicBool,
     ready: impl FnOnce() -> Result<(), DurabilityError>,
-) -> Result<u64, DurabilityError> {
+) -> Result<(u64, f64), DurabilityError> {
+    let started = std::time::Instant::now();
     let tmp = dir.join(format!("{}.tmp", dir_name(seq)));
     let io = |what: &str, e: std::io::Error| DurabilityError::io(what, &tmp, e);
     if tmp.exists() {
@@ -90,6 +92,7 @@ pub(crate) fn write(
             .map(|h| h.join().expect("checkpoint writer panicked"))
             .sum::<Result<u64, DurabilityError>>()
     })?;
+    let image_seconds = started.elapsed().as_secs_f64();
     ready()?;
     let mut meta = Vec::new();
     let mut payload = Vec::with_capacity(32);
@@ -102,7 +105,7 @@ pub(crate) fn write(
     let done = dir.join(dir_name(seq));
     fs::rename(&tmp, &done).map_err(|e| io("rename the checkpoint into place", e))?;
     sync_dir(dir)?;
-    Ok(rows)
+    Ok((rows, image_seconds))
 }
 
 /// One writer: takes `(table, part)` items from `parts` until none is left, writing each part's

@@ -161,6 +161,7 @@ fn run(mut ctx: Context, shared: &Shared) {
                 state.totals.taken += 1;
                 state.totals.rows += r.rows;
                 state.totals.seconds += r.seconds;
+                state.totals.image_seconds += r.image_seconds;
             }
             Err(e) => {
                 state.totals.failed += 1;
@@ -196,12 +197,13 @@ fn take(
         segment,
         epoch: start_epoch,
     };
-    let rows = checkpoint::write(&ctx.dir, seq, &ctx.tables, ctx.threads, start, stop, || {
-        let end = ctx.epoch.current();
-        wait_until(ctx, stop, "the image's epochs to be durable", |c| {
-            c.logging.durable() >= end
-        })
-    })?;
+    let (rows, image_seconds) =
+        checkpoint::write(&ctx.dir, seq, &ctx.tables, ctx.threads, start, stop, || {
+            let end = ctx.epoch.current();
+            wait_until(ctx, stop, "the image's epochs to be durable", |c| {
+                c.logging.durable() >= end
+            })
+        })?;
     let previous = std::mem::replace(&mut ctx.newest, (seq, start));
     let removed = start::truncate(
         &ctx.dir,
@@ -211,6 +213,7 @@ fn take(
     Ok(CheckpointReport {
         seq,
         rows,
+        image_seconds,
         start_epoch,
         seconds: started.elapsed().as_secs_f64(),
         removed_files: removed,

@@ -134,6 +134,9 @@ pub struct CheckpointReport {
     pub start_epoch: u64,
     /// Seconds from the request to the image being complete and old files deleted.
     pub seconds: f64,
+    /// Of them, seconds reading and writing the image (the rest waits for the loggers' segments,
+    /// for older epochs' transactions to end and for the image's epochs to be durable).
+    pub image_seconds: f64,
     /// Checkpoints and log files deleted after it (log truncation).
     pub removed_files: u64,
 }
@@ -145,6 +148,8 @@ pub struct CheckpointStats {
     pub taken: u64,
     pub rows: u64,
     pub seconds: f64,
+    /// Of the seconds, those reading and writing images.
+    pub image_seconds: f64,
     /// Checkpoints that failed, and why the last one did.
     pub failed: u64,
     pub last_error: Option<String>,
