@@ -67,6 +67,10 @@ pub struct Common {
     /// With --data-dir: logger threads, each writing a log file of its own (default 1).
     #[arg(long, global = true)]
     pub loggers: Option<usize>,
+    /// With --data-dir: seconds between background checkpoints during the run (each one also
+    /// deletes the logs it makes unneeded); default: none during the run.
+    #[arg(long, global = true, value_name = "SECS")]
+    pub checkpoint_interval: Option<f64>,
     /// With --data-dir: count a transaction only once it is durable, and report commit-to-durable
     /// latency percentiles (in milliseconds and epochs).
     #[arg(long, global = true)]
@@ -588,6 +592,7 @@ fn durability(c: &Common) -> Result<Option<phasedb_txn::Durability>, String> {
         for (set, flag) in [
             (c.fsync.is_some(), "--fsync"),
             (c.loggers.is_some(), "--loggers"),
+            (c.checkpoint_interval.is_some(), "--checkpoint-interval"),
             (c.durable_results, "--durable-results"),
         ] {
             if set {
@@ -617,6 +622,12 @@ fn durability(c: &Common) -> Result<Option<phasedb_txn::Durability>, String> {
     }
     let mut d = phasedb_txn::Durability::new(dir);
     d.loggers = loggers;
+    if let Some(secs) = c.checkpoint_interval {
+        if !(secs.is_finite() && secs > 0.0) {
+            return Err("--checkpoint-interval must be a positive number of seconds".into());
+        }
+        d.checkpoint_interval = Some(std::time::Duration::from_secs_f64(secs));
+    }
     d.fsync = match c.fsync.unwrap_or(FsyncArg::Group) {
         FsyncArg::Group => phasedb_txn::FsyncPolicy::Group,
         FsyncArg::None => phasedb_txn::FsyncPolicy::None,

@@ -140,6 +140,18 @@ fn durability_json(d: &phasedb_txn::Durability, r: &BenchResult) -> Value {
             "table_records": rec.table_records.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         });
     }
+    if let Some(c) = &r.checkpoints {
+        out["checkpoints"] = json!({
+            "interval_s": d.checkpoint_interval.map(|i| i.as_secs_f64()),
+            "taken": c.taken,
+            "rows": c.rows,
+            "seconds": c.seconds,
+            "image_seconds": c.image_seconds,
+            "rows_per_s": c.rows as f64 / c.image_seconds.max(1e-9),
+            "failed": c.failed,
+            "last_error": c.last_error,
+        });
+    }
     if let Some(s) = &r.durable {
         let secs = r.measured.as_secs_f64().max(1e-9);
         let epoch_ms = s.epoch_interval.as_secs_f64() * 1e3;

@@ -172,6 +172,9 @@ fn bank_killed_mid_run_three_times_keeps_its_total() {
         d,
         "--loggers",
         "2",
+        // Kills land during background checkpoints too.
+        "--checkpoint-interval",
+        "0.1",
     ];
     let mut x = seed() | 1;
     for round in 0..3 {
@@ -181,5 +184,13 @@ fn bank_killed_mid_run_three_times_keeps_its_total() {
         // from the state this run left, written by its clean close).
         let json = run_to_end(&args);
         assert_eq!(json["durability"]["recovery"]["fresh"], false);
+        assert_eq!(json["durability"]["checkpoints"]["failed"], 0, "{json}");
     }
+    // Log truncation: the two newest checkpoints are kept, older ones are deleted.
+    let complete = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .filter(|n| n.starts_with("ckpt-") && !n.ends_with(".tmp"))
+        .count();
+    assert_eq!(complete, 2);
 }

@@ -342,6 +342,27 @@ impl HashIndex {
         }
     }
 
+    /// Number of shards: the parts [`HashIndex::for_each_in_shard`] visits one at a time.
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Calls `f` on every value stored in shard `shard` (under that shard's writer lock: `f` must
+    /// not wait for anything an inserter may hold).
+    pub fn for_each_in_shard(&self, shard: usize, guard: &Guard, mut f: impl FnMut(u64, usize)) {
+        let _ = guard;
+        let shard = &self.shards[shard];
+        let _w = shard.writer.lock();
+        // SAFETY: under the shard lock the slot array cannot be replaced.
+        let slots = unsafe { &*shard.slots.load(Ordering::Acquire) };
+        for slot in slots.all() {
+            let v = slot.value.load(Ordering::Acquire);
+            if v > TOMBSTONE {
+                f(slot.key.load(Ordering::Relaxed), v);
+            }
+        }
+    }
+
     /// Number of keys stored.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.writer.lock().live).sum()

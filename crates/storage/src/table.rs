@@ -87,6 +87,9 @@ pub struct Table<M> {
 unsafe impl<M: Send + Sync> Send for Table<M> {}
 unsafe impl<M: Send + Sync> Sync for Table<M> {}
 
+/// Key ranges [`Table::for_each_in_part`] splits a table with only an ordered index into.
+const ORDERED_PARTS: usize = 16;
+
 impl<M: Send + Sync> Table<M> {
     /// An empty table.
     pub fn new(id: TableId, spec: TableSpec) -> Table<M> {
@@ -305,6 +308,41 @@ impl<M: Send + Sync> Table<M> {
                 visit(key, addr);
                 true
             }),
+        }
+    }
+
+    /// Number of parts [`Table::for_each_in_part`] divides the records into, so that several
+    /// threads can visit one table (a checkpoint writer's ranges): the hash index's shards, or
+    /// ranges of the key space's top bits in a table with only an ordered index.
+    pub fn parts(&self) -> usize {
+        match &self.hash {
+            Some(hash) => hash.shards(),
+            None => ORDERED_PARTS,
+        }
+    }
+
+    /// Calls `f(key, record)` on every linked record of part `part` (below [`Table::parts`]), in
+    /// no particular order. `f` runs while the part is locked against inserts in a hash table:
+    /// it must not wait for a committer (gather, then read).
+    pub fn for_each_in_part(
+        &self,
+        part: usize,
+        guard: &Guard,
+        mut f: impl FnMut(u64, RecordPtr<M>),
+    ) {
+        // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
+        let mut visit = |key, addr| f(key, unsafe { RecordPtr::from_addr(addr) });
+        match &self.hash {
+            Some(hash) => hash.for_each_in_shard(part, guard, visit),
+            None => {
+                let width = 64 - ORDERED_PARTS.trailing_zeros();
+                let lo = (part as u64) << width;
+                let hi = lo | ((1u64 << width) - 1);
+                self.ordered().scan(lo, hi, guard, |key, addr| {
+                    visit(key, addr);
+                    true
+                })
+            }
         }
     }
 

@@ -77,7 +77,9 @@ impl Default for Config {
 /// assert_eq!(balance, 130);
 /// ```
 pub struct Database<P: Protocol> {
-    pub(crate) tables: Vec<Table<P::Meta>>,
+    /// Shared with the background checkpointer once durable operation started (tables are then
+    /// fixed).
+    pub(crate) tables: std::sync::Arc<Vec<Table<P::Meta>>>,
     pub(crate) config: Config,
     pub(crate) epoch: EpochClock,
     next_worker: AtomicU32,
@@ -111,6 +113,8 @@ pub struct Database<P: Protocol> {
 
 /// Durable operation of a database: what its workers log into and the loggers' threads.
 pub(crate) struct Durable {
+    /// Stopped first: it waits on the loggers.
+    pub(crate) checkpointer: crate::durability::Checkpointer,
     pub(crate) logging: std::sync::Arc<crate::durability::Logging>,
     /// Dropped with the database: makes everything committed durable, then stops the loggers.
     #[allow(dead_code)]
@@ -129,7 +133,7 @@ impl<P: Protocol> Database<P> {
         Database {
             phases,
             shared: P::Shared::default(),
-            tables: Vec::new(),
+            tables: Default::default(),
             epoch: EpochClock::start(config.epoch_interval),
             config,
             next_worker: AtomicU32::new(0),
@@ -181,7 +185,9 @@ impl<P: Protocol> Database<P> {
     pub fn create_table(&mut self, spec: TableSpec) -> TableId {
         let id = self.tables.len() as TableId;
         self.specs.push(spec.clone());
-        self.tables.push(Table::new(id, spec));
+        std::sync::Arc::get_mut(&mut self.tables)
+            .expect("tables are created before durable operation starts")
+            .push(Table::new(id, spec));
         self.phantom_ts.push(Default::default());
         id
     }
@@ -292,14 +298,46 @@ impl<P: Protocol> Database<P> {
         }
     }
 
+    /// Writes a checkpoint now (SiloR's fuzzy checkpoint, taken by the background checkpointer
+    /// while workers run) and deletes the checkpoints and log segments it makes unneeded; waits
+    /// for it. An error if durable operation has not started or the checkpoint failed.
+    pub fn checkpoint(
+        &self,
+    ) -> Result<crate::durability::CheckpointReport, crate::durability::DurabilityError> {
+        match &self.durable {
+            None => Err(crate::durability::DurabilityError::NotConfigured),
+            Some(d) => d.checkpointer.checkpoint(),
+        }
+    }
+
+    /// The checkpoints taken during this run (periodic and on demand), or `None` if durable
+    /// operation has not started.
+    pub fn checkpoint_stats(&self) -> Option<crate::durability::CheckpointStats> {
+        self.durable.as_ref().map(|d| d.checkpointer.stats())
+    }
+
+    /// Ends the database as a process crash would, for crash tests: the checkpointer and the
+    /// loggers stop without writing anything more (a checkpoint under way stays incomplete, the
+    /// buffered log records are lost), then the memory is freed. Returns the durable epoch at the
+    /// crash (`None` without durable operation): every transaction of it or before is in the
+    /// data directory.
+    pub fn crash(mut self) -> Option<u64> {
+        let d = self.durable.take()?;
+        d.logging.halt();
+        drop(d.checkpointer);
+        drop(d.loggers);
+        Some(d.logging.durable())
+    }
+
     /// Makes every table afresh, empty (recovery replaces what was loaded).
     pub(crate) fn reset_tables(&mut self) {
-        self.tables = self
-            .specs
-            .iter()
-            .enumerate()
-            .map(|(i, s)| Table::new(i as TableId, s.clone()))
-            .collect();
+        self.tables = std::sync::Arc::new(
+            self.specs
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Table::new(i as TableId, s.clone()))
+                .collect(),
+        );
         self.phantom_ts = (0..self.tables.len()).map(|_| Default::default()).collect();
         self.graveyard.lock().clear();
     }

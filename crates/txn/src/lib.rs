@@ -38,7 +38,9 @@ pub use adaptive::{Adaptive, AdaptiveMeta};
 pub use atomic::Atomic;
 pub use database::{Config, Database, MAX_WORKERS};
 pub use doppel::{Doppel, DoppelShared, PhaseStats, SplitLabel, SplitPolicy};
-pub use durability::{Durability, DurabilityError, FsyncPolicy, Recovery};
+pub use durability::{
+    CheckpointReport, CheckpointStats, Durability, DurabilityError, FsyncPolicy, Recovery,
+};
 pub use error::{Conflict, TxError, TxResult};
 pub use footprint::{FOOTPRINT_ROWS, Footprint, RECORDS_AHEAD, SLOTS_AHEAD};
 pub use nocc::NoCc;

@@ -54,6 +54,8 @@ pub struct BenchResult {
     pub worker_cpu: Duration,
     /// What starting durable operation recovered (with `config.durability`).
     pub recovery: Option<phasedb_txn::Recovery>,
+    /// The checkpoints the background checkpointer took during the run (with `config.durability`).
+    pub checkpoints: Option<phasedb_txn::CheckpointStats>,
     /// With [`BenchOptions::durable_results`]: transactions acknowledged durable and their
     /// commit-to-durable latency.
     pub durable: Option<DurableStats>,
@@ -84,6 +86,7 @@ impl BenchResult {
             protocol_report: Vec::new(),
             worker_cpu: Duration::ZERO,
             recovery: None,
+            checkpoints: None,
             durable: None,
         }
     }
@@ -274,6 +277,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
         }
         print_durable(true);
     });
+    let checkpoints = db.checkpoint_stats();
     db.settle();
     let protocol_report = db.protocol_report();
     let mut check = workload.check(&db);
@@ -292,6 +296,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
         protocol_report,
         worker_cpu,
         recovery,
+        checkpoints,
         durable,
     }
 }

@@ -2,15 +2,18 @@
 //! the replication record format inside checksummed blocks.
 //!
 //! A checkpoint is written into `ckpt-<seq>.tmp/` and renamed to `ckpt-<seq>/` once every file and
-//! its `meta` (generation and start epoch) are fsynced, so a complete directory is a complete
-//! image. The image is read row by row with Silo's stable reads while workers may run (a *fuzzy*
+//! its `meta` (where log replay starts: generation, segment, epoch; and the number of files) are
+//! fsynced, so a complete directory is a complete image. The image is read row by row with Silo's stable reads while workers may run (a *fuzzy*
 //! checkpoint, as SiloR's): recovery loads it and then replays every log record from the
 //! checkpoint's start epoch, and the Thomas write rule brings each column group to its newest
-//! durable version. Each table is written by a thread of its own.
+//! durable version. The tables are cut into parts (hash shards or key ranges,
+//! `Table::for_each_in_part`) that a few writer threads share, each writing a file of its own
+//! (SiloR writes a checkpoint in parallel per table range).
 
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use phasedb_storage::{InsertOutcome, Table, TableId};
 
@@ -27,10 +30,20 @@ const BLOCK_BYTES: usize = 1 << 20;
 pub(crate) struct Checkpoint {
     pub seq: u64,
     pub path: PathBuf,
-    /// The log generation current when it was taken.
+    /// Where recovery from it starts in the logs.
+    pub start: Start,
+    /// Number of image files `p<k>.img`; `None` in the first layout (a file `t<table>.img` per
+    /// table).
+    pub files: Option<u64>,
+}
+
+/// Which log records recovery replays over a checkpoint: those of log generation `generation`
+/// from segment `segment` on (and of later generations), of epoch `epoch` or later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Start {
     pub generation: u64,
-    /// Log records of `generation` from this epoch on are replayed over it.
-    pub start_epoch: u64,
+    pub segment: u64,
+    pub epoch: u64,
 }
 
 /// The name of checkpoint `seq`'s directory.
@@ -38,28 +51,40 @@ pub(crate) fn dir_name(seq: u64) -> String {
     format!("ckpt-{seq:08}")
 }
 
-/// Writes an image of `tables` as checkpoint `seq` of `dir`: `generation` and `start_epoch` say
-/// which log records recovery replays over it. Returns the rows written.
+/// Writes an image of `tables` as checkpoint `seq` of `dir`, with `threads` writers sharing the
+/// tables' parts (each writer a file of its own), and marks it complete once `ready` (called
+/// after the image is written) says so. Returns the rows written. Gives up, leaving only a
+/// `.tmp` directory that later truncation removes, if `stop` turns true. Also returns the seconds
+/// spent writing the image (before `ready`).
 pub(crate) fn write(
     dir: &Path,
     seq: u64,
     tables: &[Table<TidWord>],
-    generation: u64,
-    start_epoch: u64,
-) -> Result<u64, DurabilityError> {
+    threads: usize,
+    start: Start,
+    stop: &AtomicBool,
+    ready: impl FnOnce() -> Result<(), DurabilityError>,
+) -> Result<(u64, f64), DurabilityError> {
+    let started = std::time::Instant::now();
     let tmp = dir.join(format!("{}.tmp", dir_name(seq)));
     let io = |what: &str, e: std::io::Error| DurabilityError::io(what, &tmp, e);
     if tmp.exists() {
         fs::remove_dir_all(&tmp).map_err(|e| io("remove a stale checkpoint", e))?;
     }
     fs::create_dir_all(&tmp).map_err(|e| io("create the checkpoint directory", e))?;
+    let parts: Vec<(usize, usize)> = tables
+        .iter()
+        .enumerate()
+        .flat_map(|(t, table)| (0..table.parts()).map(move |p| (t, p)))
+        .collect();
+    let threads = threads.clamp(1, parts.len().max(1));
+    let next = AtomicUsize::new(0);
     let rows = std::thread::scope(|s| {
-        let handles: Vec<_> = tables
-            .iter()
-            .enumerate()
-            .map(|(t, table)| {
-                let path = tmp.join(format!("t{t:04}.img"));
-                s.spawn(move || write_table(&path, t as TableId, table))
+        let handles: Vec<_> = (0..threads)
+            .map(|k| {
+                let path = tmp.join(format!("p{k:03}.img"));
+                let (parts, next) = (&parts, &next);
+                s.spawn(move || write_parts(&path, tables, parts, next, stop))
             })
             .collect();
         handles
@@ -67,80 +92,104 @@ pub(crate) fn write(
             .map(|h| h.join().expect("checkpoint writer panicked"))
             .sum::<Result<u64, DurabilityError>>()
     })?;
+    let image_seconds = started.elapsed().as_secs_f64();
+    ready()?;
     let mut meta = Vec::new();
-    let mut payload = generation.to_le_bytes().to_vec();
-    payload.extend_from_slice(&start_epoch.to_le_bytes());
+    let mut payload = Vec::with_capacity(32);
+    for v in [start.generation, start.epoch, start.segment, threads as u64] {
+        payload.extend_from_slice(&v.to_le_bytes());
+    }
     block::push(&mut meta, Kind::Meta, &payload);
     write_synced(&tmp.join("meta"), &meta)?;
     sync_dir(&tmp)?;
     let done = dir.join(dir_name(seq));
     fs::rename(&tmp, &done).map_err(|e| io("rename the checkpoint into place", e))?;
     sync_dir(dir)?;
-    Ok(rows)
+    Ok((rows, image_seconds))
 }
 
-/// Writes table `t`'s present rows: one upsert per row when all its groups hold one TID, else one
-/// per group (each with its own TID).
-fn write_table(path: &Path, t: TableId, table: &Table<TidWord>) -> Result<u64, DurabilityError> {
-    let schema = table.schema();
-    let layout = table.layout();
-    let groups = schema.groups();
-    let mut row = vec![0u64; schema.row_words()];
-    let mut words = vec![0u64; groups.len()];
+/// One writer: takes `(table, part)` items from `parts` until none is left, writing each part's
+/// present rows to its file: one upsert per row when all its groups hold one TID, else one per
+/// group (each with its own TID). A part's records are gathered under its lock and read after,
+/// with Silo's stable reads, so the writer never waits for a committer while blocking inserts.
+fn write_parts(
+    path: &Path,
+    tables: &[Table<TidWord>],
+    parts: &[(usize, usize)],
+    next: &AtomicUsize,
+    stop: &AtomicBool,
+) -> Result<u64, DurabilityError> {
+    let width = tables
+        .iter()
+        .map(|t| t.schema().row_words())
+        .max()
+        .unwrap_or(0);
+    let mut row = vec![0u64; width];
+    let mut words = Vec::new();
+    let mut gathered = Vec::new();
     let mut records = Vec::with_capacity(BLOCK_BYTES + 4096);
     let mut out = Vec::new();
     let mut file = File::create(path).map_err(|e| DurabilityError::io("create", path, e))?;
     let mut count = 0u64;
-    let guard = phasedb_storage::pin();
-    let mut failed = None;
-    table.for_each(&guard, |key, rec| {
-        if failed.is_some() {
-            return;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(DurabilityError::Failed(
+                "the checkpoint was interrupted by a shutdown".into(),
+            ));
         }
-        for (g, group) in groups.iter().enumerate() {
-            let out = &mut row[group.word..group.word + group.words];
-            words[g] = stable_copy(rec.meta(layout, g), || rec.copy_group(layout, g, out));
-        }
-        // Absent (deleted, a placeholder) or being unlinked: not in the image.
-        if words.iter().any(|w| w & ABSENT != 0) {
-            return;
-        }
-        if words.iter().all(|&w| w == words[0]) {
-            format::push_upsert(
-                &mut records,
-                schema,
-                t,
-                key,
-                words[0] & TID_MASK,
-                schema.all_columns(),
-                &row,
-            );
-        } else {
+        let Some(&(t, part)) = parts.get(next.fetch_add(1, Ordering::Relaxed)) else {
+            break;
+        };
+        let table = &tables[t];
+        let schema = table.schema();
+        let layout = table.layout();
+        let groups = schema.groups();
+        words.resize(groups.len(), 0);
+        // A pin per part, so a long checkpoint does not hold back memory reclamation.
+        let guard = phasedb_storage::pin();
+        gathered.clear();
+        table.for_each_in_part(part, &guard, |key, rec| gathered.push((key, rec)));
+        for &(key, rec) in &gathered {
             for (g, group) in groups.iter().enumerate() {
+                let out = &mut row[group.word..group.word + group.words];
+                words[g] = stable_copy(rec.meta(layout, g), || rec.copy_group(layout, g, out));
+            }
+            // Absent (deleted, a placeholder) or being unlinked: not in the image.
+            if words.iter().any(|w| w & ABSENT != 0) {
+                continue;
+            }
+            if words.iter().all(|&w| w == words[0]) {
                 format::push_upsert(
                     &mut records,
                     schema,
-                    t,
+                    t as TableId,
                     key,
-                    words[g] & TID_MASK,
-                    group.columns,
+                    words[0] & TID_MASK,
+                    schema.all_columns(),
                     &row,
                 );
+            } else {
+                for (g, group) in groups.iter().enumerate() {
+                    format::push_upsert(
+                        &mut records,
+                        schema,
+                        t as TableId,
+                        key,
+                        words[g] & TID_MASK,
+                        group.columns,
+                        &row,
+                    );
+                }
+            }
+            count += 1;
+            if records.len() >= BLOCK_BYTES {
+                block::push(&mut out, Kind::Rows, &records);
+                records.clear();
+                file.write_all(&out)
+                    .map_err(|e| DurabilityError::io("write", path, e))?;
+                out.clear();
             }
         }
-        count += 1;
-        if records.len() >= BLOCK_BYTES {
-            block::push(&mut out, Kind::Rows, &records);
-            records.clear();
-            if let Err(e) = file.write_all(&out) {
-                failed = Some(e);
-            }
-            out.clear();
-        }
-    });
-    drop(guard);
-    if let Some(e) = failed {
-        return Err(DurabilityError::io("write", path, e));
     }
     if !records.is_empty() {
         block::push(&mut out, Kind::Rows, &records);
@@ -194,13 +243,18 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<Checkpoint>, DurabilityError> {
         };
         let (blocks, _) = block::read(&bytes);
         if let Some((Kind::Meta, p)) = blocks.first()
-            && p.len() == 16
+            && (p.len() == 16 || p.len() == 32)
         {
+            let word = |i: usize| u64::from_le_bytes(p[i * 8..i * 8 + 8].try_into().expect("8"));
             found.push(Checkpoint {
                 seq,
                 path,
-                generation: u64::from_le_bytes(p[..8].try_into().expect("8 bytes")),
-                start_epoch: u64::from_le_bytes(p[8..].try_into().expect("8 bytes")),
+                start: Start {
+                    generation: word(0),
+                    epoch: word(1),
+                    segment: if p.len() == 32 { word(2) } else { 0 },
+                },
+                files: (p.len() == 32).then(|| word(3)),
             });
         }
     }
@@ -211,9 +265,15 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<Checkpoint>, DurabilityError> {
 /// Checks every file of checkpoint `c` (whole blocks, an end block, records that decode against
 /// `tables`) without loading anything. Returns the files' bytes for [`load`].
 pub(crate) fn verify(c: &Checkpoint, tables: &[Table<TidWord>]) -> Result<Vec<Vec<u8>>, String> {
-    let mut files = Vec::with_capacity(tables.len());
-    for t in 0..tables.len() {
-        let path = c.path.join(format!("t{t:04}.img"));
+    let names: Vec<(String, Option<usize>)> = match c.files {
+        Some(n) => (0..n).map(|k| (format!("p{k:03}.img"), None)).collect(),
+        None => (0..tables.len())
+            .map(|t| (format!("t{t:04}.img"), Some(t)))
+            .collect(),
+    };
+    let mut files = Vec::with_capacity(names.len());
+    for (name, only) in names {
+        let path = c.path.join(name);
         let bytes = fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let (blocks, end) = block::read(&bytes);
         if end != bytes.len() {
@@ -229,7 +289,9 @@ pub(crate) fn verify(c: &Checkpoint, tables: &[Table<TidWord>]) -> Result<Vec<Ve
                         .unbounded()
                     {
                         let r = r.map_err(|e| format!("{}: {e}", path.display()))?;
-                        if r.table as usize != t || r.kind != RecordKind::Upsert {
+                        if only.is_some_and(|t| r.table as usize != t)
+                            || r.kind != RecordKind::Upsert
+                        {
                             return Err(format!("{}: a record of another table", path.display()));
                         }
                     }
@@ -251,7 +313,7 @@ pub(crate) fn verify(c: &Checkpoint, tables: &[Table<TidWord>]) -> Result<Vec<Ve
     Ok(files)
 }
 
-/// Loads verified checkpoint files into the empty `tables`, one thread per table; each row takes
+/// Loads verified checkpoint files into the empty `tables`, one thread per file; each row takes
 /// its recorded TIDs. Returns the rows loaded.
 pub(crate) fn load(files: &[Vec<u8>], tables: &[Table<TidWord>]) -> u64 {
     std::thread::scope(|s| {

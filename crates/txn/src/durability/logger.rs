@@ -10,8 +10,9 @@
 //! makes every later commit fail ([`crate::TxError::NotDurable`]) rather than acknowledge
 //! transactions that are not durable.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::thread::JoinHandle;
@@ -22,6 +23,8 @@ use parking_lot::{Condvar, Mutex};
 
 use super::block::{self, Kind};
 use super::buffer::WorkerLog;
+use super::checkpoint::sync_dir;
+use super::recovery::file_name;
 use super::{DurabilityError, FsyncPolicy};
 use crate::activity::Activity;
 use crate::epoch::EpochReader;
@@ -37,10 +40,17 @@ pub(crate) struct Logging {
     /// Set once a logger failed; commits then fail.
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
+    /// The log segment loggers are asked to write to (a checkpoint starts by moving them to a new
+    /// one, so the older segments can be deleted once it is complete).
+    rotate_to: AtomicU64,
+    /// Per logger, the segment it writes to.
+    segments: Box<[CachePadded<AtomicU64>]>,
     /// Waiters for the durable epoch.
     moved: Mutex<()>,
     moved_cv: Condvar,
     stop: AtomicBool,
+    /// Set by [`crate::Database::crash`]: loggers exit at once, writing nothing more.
+    halt: AtomicBool,
 }
 
 impl Logging {
@@ -53,9 +63,14 @@ impl Logging {
             durable: CachePadded::new(AtomicU64::new(durable)),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
+            rotate_to: AtomicU64::new(0),
+            segments: (0..loggers)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
             moved: Mutex::new(()),
             moved_cv: Condvar::new(),
             stop: AtomicBool::new(false),
+            halt: AtomicBool::new(false),
         }
     }
 
@@ -87,6 +102,26 @@ impl Logging {
             }
             self.moved_cv.wait_for(&mut guard, Duration::from_millis(5));
         }
+    }
+
+    /// Asks every logger to close its file and go on in log segment `segment`.
+    pub(crate) fn rotate(&self, segment: u64) {
+        self.rotate_to.fetch_max(segment, Ordering::AcqRel);
+    }
+
+    /// The oldest segment a logger writes to: every record taken from a buffer before it moved
+    /// there is in an older segment.
+    pub(crate) fn segment(&self) -> u64 {
+        self.segments
+            .iter()
+            .map(|s| s.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Makes the loggers exit at their next round without writing (a simulated crash).
+    pub(crate) fn halt(&self) {
+        self.halt.store(true, Ordering::Release);
     }
 
     fn publish(&self, logger: usize, durable: u64) {
@@ -128,6 +163,24 @@ impl LogFile {
         }
     }
 
+    /// Creates the file of `logger` in `segment` of generation `generation` in `dir`.
+    pub(crate) fn create(
+        dir: &Path,
+        generation: u64,
+        segment: u64,
+        logger: usize,
+        fsync: FsyncPolicy,
+        limit: Option<u64>,
+    ) -> Result<LogFile, DurabilityError> {
+        let path = dir.join(file_name(generation, segment, logger));
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| DurabilityError::io("create", &path, e))?;
+        Ok(LogFile::new(file, fsync, limit))
+    }
+
     fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         if self
             .limit
@@ -157,6 +210,10 @@ struct Logger {
     activity: Arc<Activity>,
     epoch: EpochReader,
     file: LogFile,
+    /// Where new segments' files go.
+    dir: PathBuf,
+    generation: u64,
+    segment: u64,
     last_marker: u64,
     /// Per slot this logger serves, the buffer swapped in at the next round: each slot alternates
     /// between two buffers of its own, so their capacities settle and a worker stops growing
@@ -196,10 +253,46 @@ impl Logger {
         Ok(true)
     }
 
+    /// Moves to the requested segment if asked: a new file that starts with the last marker (so
+    /// every segment's file says how far its logger's records are complete), made durable.
+    fn rotate(&mut self) -> Result<(), DurabilityError> {
+        let to = self.shared.rotate_to.load(Ordering::Acquire);
+        if to <= self.segment {
+            return Ok(());
+        }
+        let mut file = LogFile::create(
+            &self.dir,
+            self.generation,
+            to,
+            self.index,
+            self.file.fsync,
+            self.file.limit,
+        )?;
+        let mut marker = Vec::new();
+        block::push(&mut marker, Kind::Durable, &self.last_marker.to_le_bytes());
+        let path = self.dir.join(file_name(self.generation, to, self.index));
+        file.append(&marker)
+            .map_err(|e| DurabilityError::io("write", &path, e))?;
+        if self.file.fsync == FsyncPolicy::Group {
+            sync_dir(&self.dir)?;
+        }
+        self.file = file;
+        self.segment = to;
+        self.shared.segments[self.index].store(to, Ordering::Release);
+        Ok(())
+    }
+
     fn run(mut self) {
         loop {
+            if self.shared.halt.load(Ordering::Acquire) {
+                return;
+            }
             let stopping = self.shared.stop.load(Ordering::Acquire);
-            match self.round() {
+            let round = self.round().map_err(|e| e.to_string()).and_then(|wrote| {
+                self.rotate().map_err(|e| e.to_string())?;
+                Ok(wrote)
+            });
+            match round {
                 Err(e) => {
                     self.shared.fail(format!(
                         "logger {} could not write or fsync its log: {e}",
@@ -223,12 +316,14 @@ pub(crate) struct Loggers {
 }
 
 impl Loggers {
-    /// Starts one logger per file of `files`, whose markers begin at `durable`.
+    /// Starts one logger per file of `files` (segment 0 of `generation` in `dir`), whose markers
+    /// begin at `durable`.
     pub(crate) fn start(
         shared: Arc<Logging>,
         activity: Arc<Activity>,
         epoch: EpochReader,
         files: Vec<LogFile>,
+        (dir, generation): (&Path, u64),
         durable: u64,
     ) -> Loggers {
         let loggers = files.len();
@@ -243,6 +338,9 @@ impl Loggers {
                     activity: activity.clone(),
                     epoch: epoch.clone(),
                     file,
+                    dir: dir.to_path_buf(),
+                    generation,
+                    segment: 0,
                     last_marker: durable,
                     spares: Vec::new(),
                     out: Vec::new(),

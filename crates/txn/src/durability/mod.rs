@@ -22,13 +22,21 @@
 //!   manifest (`manifest.rs`: format version and schema), recovers or writes the first image,
 //!   starts a new log *generation* (a log file per logger), and starts the loggers.
 //!
-//! Data directory layout: `MANIFEST`, `ckpt-<seq>/` (`meta`, `t<table>.img`) and
-//! `log-<generation>-<logger>.log`. Each start after a recovery writes a fresh checkpoint of the
-//! recovered state and deletes what the two newest checkpoints no longer need (log truncation).
+//! - **Background checkpoints** (`checkpointer.rs`, §4.3): during a run, periodically or on
+//!   demand, the loggers move to a new log segment, and an image as of a start epoch is written
+//!   without stopping workers; once it is complete the checkpoints and log segments that the two
+//!   newest checkpoints do not need are deleted.
+//!
+//! Data directory layout: `MANIFEST`, `ckpt-<seq>/` (`meta`, `p<writer>.img`) and
+//! `log-<generation>-<logger>-<segment>.log`. Each start after a recovery writes a fresh
+//! checkpoint of the recovered state and opens a new generation; checkpoints during a run open
+//! new segments. After each checkpoint, what the two newest checkpoints no longer need is
+//! deleted (log truncation).
 
 mod block;
 mod buffer;
 mod checkpoint;
+mod checkpointer;
 mod logger;
 mod manifest;
 mod recovery;
@@ -40,6 +48,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+pub(crate) use checkpointer::Checkpointer;
 pub(crate) use logger::{Loggers, Logging};
 
 /// When loggers fsync.
@@ -64,6 +73,12 @@ pub struct Durability {
     /// A simulated disk capacity per log file: a logger write that would pass it fails as a full
     /// disk does (testing the failure path). `None` in normal use.
     pub disk_limit_bytes: Option<u64>,
+    /// How often the background checkpointer writes an image of the tables during a run (and
+    /// then deletes the logs it makes unneeded); `None`: only at start and on
+    /// [`crate::Database::checkpoint`].
+    pub checkpoint_interval: Option<std::time::Duration>,
+    /// Threads that write a checkpoint, sharing the tables' parts.
+    pub checkpoint_threads: usize,
 }
 
 impl Durability {
@@ -74,6 +89,8 @@ impl Durability {
             fsync: FsyncPolicy::Group,
             loggers: 1,
             disk_limit_bytes: None,
+            checkpoint_interval: None,
+            checkpoint_threads: 2,
         }
     }
 }
@@ -104,6 +121,38 @@ pub struct Recovery {
     /// Per table (by name), the records linked after recovery (rows, and tombstones of deletes
     /// replayed that workers have not unlinked yet).
     pub table_records: Vec<(String, u64)>,
+}
+
+/// One checkpoint taken during a run ([`crate::Database::checkpoint`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointReport {
+    /// Its sequence number (`ckpt-<seq>` in the data directory).
+    pub seq: u64,
+    /// Rows in the image.
+    pub rows: u64,
+    /// Log records of this epoch and later are replayed over it.
+    pub start_epoch: u64,
+    /// Seconds from the request to the image being complete and old files deleted.
+    pub seconds: f64,
+    /// Of them, seconds reading and writing the image (the rest waits for the loggers' segments,
+    /// for older epochs' transactions to end and for the image's epochs to be durable).
+    pub image_seconds: f64,
+    /// Checkpoints and log files deleted after it (log truncation).
+    pub removed_files: u64,
+}
+
+/// The background checkpointer's totals ([`crate::Database::checkpoint_stats`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CheckpointStats {
+    /// Checkpoints completed, and the rows and seconds they took in all.
+    pub taken: u64,
+    pub rows: u64,
+    pub seconds: f64,
+    /// Of the seconds, those reading and writing images.
+    pub image_seconds: f64,
+    /// Checkpoints that failed, and why the last one did.
+    pub failed: u64,
+    pub last_error: Option<String>,
 }
 
 /// Why durable operation could not start or go on.

@@ -24,6 +24,7 @@ use crate::tid::{TidWord, epoch_of};
 pub(crate) struct LogScan {
     pub path: PathBuf,
     pub generation: u64,
+    pub logger: u64,
     pub bytes: Vec<u8>,
     /// Length of the trusted prefix (whole blocks).
     pub whole: usize,
@@ -31,30 +32,44 @@ pub(crate) struct LogScan {
     pub marker: u64,
 }
 
-/// The name of logger `logger`'s file in generation `generation`.
-pub(crate) fn file_name(generation: u64, logger: usize) -> String {
-    format!("log-{generation:08}-{logger:03}.log")
+/// The name of logger `logger`'s file in segment `segment` of generation `generation`.
+pub(crate) fn file_name(generation: u64, segment: u64, logger: usize) -> String {
+    format!("log-{generation:08}-{logger:03}-{segment:06}.log")
+}
+
+/// The (generation, logger, segment) of a log file named by [`file_name`] (or by the first
+/// layout, `log-<generation>-<logger>.log`, segment 0).
+pub(crate) fn log_name(name: &str) -> Option<(u64, u64, u64)> {
+    let rest = name.strip_prefix("log-")?.strip_suffix(".log")?;
+    let mut parts = rest.split('-');
+    let generation = parts.next()?.parse().ok()?;
+    let logger = parts.next()?.parse().ok()?;
+    let segment = parts.next().map_or(Some(0), |s| s.parse().ok())?;
+    parts
+        .next()
+        .is_none()
+        .then_some((generation, logger, segment))
 }
 
 /// The generation of a log file named by [`file_name`].
 pub(crate) fn generation_of(name: &str) -> Option<u64> {
-    let rest = name.strip_prefix("log-")?.strip_suffix(".log")?;
-    rest.split('-').next()?.parse().ok()
+    log_name(name).map(|(g, _, _)| g)
 }
 
-/// Reads and frames every log file of `dir` of generation `from` or later, in parallel.
-pub(crate) fn scan(dir: &Path, from: u64) -> Result<Vec<LogScan>, DurabilityError> {
+/// Reads and frames every log file of `dir` of generation `from.0` from segment `from.1` on, or
+/// of a later generation, in parallel.
+pub(crate) fn scan(dir: &Path, from: (u64, u64)) -> Result<Vec<LogScan>, DurabilityError> {
     let mut paths = Vec::new();
     for entry in fs::read_dir(dir).map_err(|e| DurabilityError::io("list", dir, e))? {
         let entry = entry.map_err(|e| DurabilityError::io("list", dir, e))?;
-        if let Some(g) = entry.file_name().to_str().and_then(generation_of)
-            && g >= from
+        if let Some((g, l, s)) = entry.file_name().to_str().and_then(log_name)
+            && (g, s) >= from
         {
-            paths.push((entry.path(), g));
+            paths.push((entry.path(), g, l));
         }
     }
     paths.sort();
-    parallel(&paths, |(path, generation)| {
+    parallel(&paths, |(path, generation, logger)| {
         let bytes = fs::read(path).map_err(|e| DurabilityError::io("read", path, e))?;
         let (blocks, whole) = block::read(&bytes);
         let marker = blocks
@@ -67,6 +82,7 @@ pub(crate) fn scan(dir: &Path, from: u64) -> Result<Vec<LogScan>, DurabilityErro
         Ok(LogScan {
             path: path.clone(),
             generation: *generation,
+            logger: *logger,
             bytes,
             whole,
             marker,
@@ -74,13 +90,22 @@ pub(crate) fn scan(dir: &Path, from: u64) -> Result<Vec<LogScan>, DurabilityErro
     })
 }
 
-/// Per generation, the epoch durable on every one of its loggers: the smallest last marker.
+/// Per generation, the epoch durable on every one of its loggers: the smallest over loggers of
+/// a logger's last marker (the largest over its segments' files: a logger's segments together
+/// hold every record of its up to its last marker).
 pub(crate) fn durable_epochs(logs: &[LogScan]) -> BTreeMap<u64, u64> {
-    let mut d = BTreeMap::new();
+    let mut per_logger = BTreeMap::new();
     for l in logs {
-        d.entry(l.generation)
-            .and_modify(|e: &mut u64| *e = (*e).min(l.marker))
+        per_logger
+            .entry((l.generation, l.logger))
+            .and_modify(|e: &mut u64| *e = (*e).max(l.marker))
             .or_insert(l.marker);
+    }
+    let mut d = BTreeMap::new();
+    for (&(g, _), &m) in &per_logger {
+        d.entry(g)
+            .and_modify(|e: &mut u64| *e = (*e).min(m))
+            .or_insert(m);
     }
     d
 }
@@ -103,8 +128,8 @@ pub(crate) fn replay<P: Protocol<Meta = TidWord>>(
 ) -> Result<Replayed, DurabilityError> {
     let parts = parallel(logs, |log| {
         let d = durable[&log.generation];
-        let from = if log.generation == base.generation {
-            base.start_epoch
+        let from = if log.generation == base.start.generation {
+            base.start.epoch
         } else {
             0
         };

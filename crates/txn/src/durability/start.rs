@@ -1,14 +1,16 @@
 //! Starting durable operation: check the directory, recover or write the first image, open a new
 //! log generation and start the loggers.
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use super::checkpoint::{self, sync_dir};
+use super::checkpoint::{self, Start, sync_dir};
+use super::checkpointer::{Checkpointer, Context};
 use super::logger::LogFile;
-use super::recovery::{self, file_name, generation_of};
+use super::recovery::{self, generation_of, log_name};
 use super::{DurabilityError, Loggers, Logging, Recovery, manifest};
 use crate::database::{Database, Durable, MAX_WORKERS};
 use crate::protocol::Protocol;
@@ -36,26 +38,27 @@ pub(crate) fn start<P: Protocol<Meta = TidWord>>(
     let dir = cfg.dir.as_path();
     fs::create_dir_all(dir).map_err(|e| DurabilityError::io("create", dir, e))?;
     let mut report = Recovery::default();
-    let generation = if dir.join(manifest::NAME).exists() {
-        recover(db, dir, &mut report)?
+    let threads = cfg.checkpoint_threads.max(1);
+    let (seq, start) = if dir.join(manifest::NAME).exists() {
+        recover(db, dir, threads, &mut report)?
     } else {
         clear_interrupted_start(dir)?;
         report.fresh = true;
-        checkpoint::write(dir, 1, &db.tables, 1, db.epoch.current())?;
+        let start = Start {
+            generation: 1,
+            segment: 0,
+            epoch: db.epoch.current(),
+        };
+        let never = AtomicBool::new(false);
+        checkpoint::write(dir, 1, &db.tables, threads, start, &never, || Ok(()))?;
         manifest::write(dir, &db.tables)?;
         sync_dir(dir)?;
-        1
+        (1, start)
     };
-    let mut files = Vec::with_capacity(cfg.loggers);
-    for l in 0..cfg.loggers {
-        let path = dir.join(file_name(generation, l));
-        let file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| DurabilityError::io("create", &path, e))?;
-        files.push(LogFile::new(file, cfg.fsync, cfg.disk_limit_bytes));
-    }
+    let generation = start.generation;
+    let files = (0..cfg.loggers)
+        .map(|l| LogFile::create(dir, generation, 0, l, cfg.fsync, cfg.disk_limit_bytes))
+        .collect::<Result<Vec<_>, _>>()?;
     sync_dir(dir)?;
     // Everything before the current epoch is in the checkpoint just written.
     let durable = db.epoch.current() - 1;
@@ -65,9 +68,25 @@ pub(crate) fn start<P: Protocol<Meta = TidWord>>(
         db.activity.clone(),
         db.epoch.reader(),
         files,
+        (dir, generation),
         durable,
     );
-    db.durable = Some(Durable { logging, loggers });
+    let checkpointer = Checkpointer::start(Context {
+        tables: db.tables.clone(),
+        logging: logging.clone(),
+        activity: db.activity.clone(),
+        epoch: db.epoch.reader(),
+        dir: dir.to_path_buf(),
+        generation,
+        threads,
+        interval: cfg.checkpoint_interval,
+        newest: (seq, start),
+    });
+    db.durable = Some(Durable {
+        checkpointer,
+        logging,
+        loggers,
+    });
     report.table_records = db
         .tables
         .iter()
@@ -78,12 +97,14 @@ pub(crate) fn start<P: Protocol<Meta = TidWord>>(
 }
 
 /// Recovers the database in `dir` into `db` (replacing rows loaded before), writes a checkpoint
-/// of the result and truncates what is no longer needed; returns the new log generation.
+/// of the result and truncates what is no longer needed; returns the checkpoint written and
+/// where replay over it starts (segment 0 of a new log generation).
 fn recover<P: Protocol<Meta = TidWord>>(
     db: &mut Database<P>,
     dir: &Path,
+    threads: usize,
     report: &mut Recovery,
-) -> Result<u64, DurabilityError> {
+) -> Result<(u64, Start), DurabilityError> {
     manifest::check(dir, &db.tables)?;
     let checkpoints = checkpoint::list(dir)?;
     let mut chosen = None;
@@ -113,7 +134,7 @@ fn recover<P: Protocol<Meta = TidWord>>(
     report.checkpoint_rows = checkpoint::load(&files, &db.tables);
     drop(files);
     let replay_started = Instant::now();
-    let logs = recovery::scan(dir, base.generation)?;
+    let logs = recovery::scan(dir, (base.start.generation, base.start.segment))?;
     report.torn_bytes = logs.iter().map(|l| (l.bytes.len() - l.whole) as u64).sum();
     let durable = recovery::durable_epochs(&logs);
     let replayed = recovery::replay(db, &logs, &durable, &base)?;
@@ -126,38 +147,57 @@ fn recover<P: Protocol<Meta = TidWord>>(
         .copied()
         .max()
         .unwrap_or(0)
-        .max(base.start_epoch.saturating_sub(1));
+        .max(base.start.epoch.saturating_sub(1));
     report.durable_epoch = newest;
     // New TIDs must be above every recovered one, so later recoveries order them after.
-    db.epoch.set(newest.max(base.start_epoch) + 1);
+    db.epoch.set(newest.max(base.start.epoch) + 1);
     let generation = durable
         .keys()
         .copied()
-        .chain(checkpoints.iter().map(|c| c.generation))
+        .chain(checkpoints.iter().map(|c| c.start.generation))
         .max()
         .unwrap_or(0)
         + 1;
     let seq = checkpoints.iter().map(|c| c.seq).max().unwrap_or(0) + 1;
-    checkpoint::write(dir, seq, &db.tables, generation, db.epoch.current())?;
-    truncate(dir, &[seq, base.seq], base.generation)?;
-    Ok(generation)
+    let start = Start {
+        generation,
+        segment: 0,
+        epoch: db.epoch.current(),
+    };
+    let never = AtomicBool::new(false);
+    checkpoint::write(dir, seq, &db.tables, threads, start, &never, || Ok(()))?;
+    truncate(
+        dir,
+        &[seq, base.seq],
+        (base.start.generation, base.start.segment),
+    )?;
+    Ok((seq, start))
 }
 
-/// Deletes checkpoints other than `keep`, unfinished ones, and log files of generations before
-/// `oldest_needed` (the generation of the older checkpoint kept, which recovery falls back to).
-fn truncate(dir: &Path, keep: &[u64], oldest_needed: u64) -> Result<(), DurabilityError> {
+/// Deletes checkpoints other than `keep`, unfinished ones, and log files older than
+/// `oldest_needed` (generation, segment): where the older checkpoint kept, which recovery falls
+/// back to, starts. Returns the number of files and directories removed.
+pub(crate) fn truncate(
+    dir: &Path,
+    keep: &[u64],
+    oldest_needed: (u64, u64),
+) -> Result<u64, DurabilityError> {
     let keep: Vec<String> = keep.iter().map(|&s| checkpoint::dir_name(s)).collect();
+    let mut removed = 0;
     for entry in fs::read_dir(dir).map_err(|e| DurabilityError::io("list", dir, e))? {
         let entry = entry.map_err(|e| DurabilityError::io("list", dir, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let path = entry.path();
         if name.starts_with("ckpt-") && !keep.contains(&name) {
             fs::remove_dir_all(&path).map_err(|e| DurabilityError::io("remove", &path, e))?;
-        } else if generation_of(&name).is_some_and(|g| g < oldest_needed) {
+            removed += 1;
+        } else if log_name(&name).is_some_and(|(g, _, s)| (g, s) < oldest_needed) {
             fs::remove_file(&path).map_err(|e| DurabilityError::io("remove", &path, e))?;
+            removed += 1;
         }
     }
-    sync_dir(dir)
+    sync_dir(dir)?;
+    Ok(removed)
 }
 
 /// A directory without a manifest: empty, or left by a first start that did not finish (only

@@ -176,7 +176,7 @@ fn a_torn_log_tail_is_cut_and_recovery_ends_at_the_last_durable_epoch() {
     // Epochs move only by hand (the interval is far longer than the test).
     for cut_in_half in [false, true] {
         let dir = TempDir::new("torn");
-        let log = dir.0.join("log-00000001-000.log");
+        let log = dir.0.join("log-00000001-000-000000.log");
         let (durable_len, at_durable) = {
             let (mut db, t) = bank(config(&dir.0, 1, Duration::from_secs(3600)), INITIAL);
             db.start_durability().unwrap();
@@ -250,7 +250,7 @@ fn a_corrupt_checkpoint_falls_back_to_the_previous_one() {
         run(&db, t, 100, 22);
         rows(&db, t)
     };
-    let image = dir.0.join("ckpt-00000002").join("t0000.img");
+    let image = dir.0.join("ckpt-00000002").join("p000.img");
     let mut bytes = std::fs::read(&image).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x40;
@@ -304,4 +304,146 @@ fn protocols_that_do_not_log_refuse_durability() {
         db.start_durability().unwrap_err(),
         DurabilityError::Unsupported("tictoc")
     );
+}
+
+/// Key of worker `w`'s `i`-th transaction's own row (above the accounts).
+fn own_key(w: u64, i: u64) -> u64 {
+    1_000_000 * (w + 1) + i
+}
+
+#[test]
+fn background_checkpoints_during_a_contended_run_then_a_crash_lose_no_durable_commit() {
+    const WORKERS: u64 = 2;
+    const HOT: u64 = 8;
+    let dir = TempDir::new("background");
+    let mut cfg = config(&dir.0, 2, Duration::from_millis(5));
+    let d = cfg.durability.as_mut().unwrap();
+    d.checkpoint_interval = Some(Duration::from_millis(40));
+    d.checkpoint_threads = 2;
+    let (mut db, t) = bank(cfg, INITIAL);
+    db.start_durability().unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    // Per worker, the committed transfers (from, to, amount) and each one's commit epoch.
+    let (histories, on_demand) = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                let (db, stop) = (&db, &stop);
+                s.spawn(move || {
+                    let mut worker = db.worker();
+                    let mut done = Vec::new();
+                    let mut x = (w + 7) * 0x9E37_79B9_7F4A_7C15;
+                    for i in 0..200_000u64 {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let (from, to, amount) = (x % HOT, (x >> 20) % HOT, (x >> 40) as i64 % 50);
+                        worker
+                            .execute(0, |tx| {
+                                let a = tx.get(t, from)?.unwrap().i64(0);
+                                tx.update(t, from, |r| r.set_i64(0, a - amount))?;
+                                let b = tx.get(t, to)?.unwrap().i64(0);
+                                tx.update(t, to, |r| r.set_i64(0, b + amount))?;
+                                tx.insert(t, own_key(w, i), |r| r.set_u64(1, i))?;
+                                if i >= 3 {
+                                    tx.delete(t, own_key(w, i - 3))?;
+                                }
+                                Ok(())
+                            })
+                            .unwrap();
+                        done.push((from, to, amount, worker.commit_epoch().unwrap()));
+                    }
+                    done
+                })
+            })
+            .collect();
+        let mut on_demand = Vec::new();
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(30));
+            on_demand.push(db.checkpoint().unwrap());
+        }
+        stop.store(true, Ordering::Relaxed);
+        let histories: Vec<_> = workers.into_iter().map(|h| h.join().unwrap()).collect();
+        (histories, on_demand)
+    });
+    assert!(histories.iter().all(|h| h.len() > 10), "workers ran");
+    let stats = db.checkpoint_stats().unwrap();
+    assert!(stats.taken >= 3 && stats.failed == 0, "{stats:?}");
+    assert!(
+        on_demand.iter().all(|r| r.rows >= ACCOUNTS),
+        "{on_demand:?}"
+    );
+    assert!(on_demand.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert!(
+        on_demand.iter().skip(1).all(|r| r.removed_files > 0),
+        "{on_demand:?}"
+    );
+    let durable = db.crash().unwrap();
+
+    // Only the two newest checkpoints and the log segments from the older one's start are left.
+    let names: Vec<String> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let complete: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with("ckpt-") && !n.ends_with(".tmp"))
+        .collect();
+    assert_eq!(complete.len(), 2, "{names:?}");
+    let segments: Vec<u64> = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(".log")?.rsplit('-').next()?.parse().ok())
+        .collect();
+    assert!(segments.iter().all(|&s| s >= 2), "{names:?}");
+    // A torn tail on the newest segment of logger 0.
+    let newest = names
+        .iter()
+        .filter(|n| n.starts_with("log-00000001-000-"))
+        .max()
+        .unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.0.join(newest))
+        .unwrap();
+    std::io::Write::write_all(&mut f, &[0xAB; 37]).unwrap();
+    drop(f);
+
+    let (mut db, t) = bank(config(&dir.0, 2, Duration::from_millis(5)), 0);
+    let r = db.start_durability().unwrap();
+    let newest_ckpt = complete
+        .iter()
+        .filter_map(|n| n[5..].parse::<u64>().ok())
+        .max();
+    assert_eq!(r.checkpoint, newest_ckpt, "{r:?}");
+    assert!(r.checkpoint.unwrap() >= 4, "{r:?}");
+    assert!(r.torn_bytes >= 37, "{r:?}");
+    assert!(r.durable_epoch >= durable, "{r:?}");
+
+    // The state a serial replay of the transactions of the recovered durable epochs gives.
+    let mut balance = vec![INITIAL; ACCOUNTS as usize];
+    let mut expected = Vec::new();
+    for (w, h) in histories.iter().enumerate() {
+        let kept: Vec<_> = h.iter().take_while(|c| c.3 <= r.durable_epoch).collect();
+        assert!(!kept.is_empty(), "commits were durable before the crash");
+        for &&(from, to, amount, _) in &kept {
+            balance[from as usize] -= amount;
+            balance[to as usize] += amount;
+        }
+        let n = kept.len() as u64;
+        for i in n.saturating_sub(3)..n {
+            expected.push((own_key(w as u64, i), 0, i));
+        }
+    }
+    expected.extend(balance.iter().enumerate().map(|(a, &b)| (a as u64, b, 0)));
+    expected.sort();
+    let recovered = rows(&db, t);
+    assert_eq!(recovered, expected);
+    assert_eq!(total(&recovered), ACCOUNTS as i64 * INITIAL);
+    drop(db);
+    // Recovery is idempotent: again from the checkpoint it wrote.
+    let (mut db, t) = bank(config(&dir.0, 1, Duration::from_millis(5)), 0);
+    db.start_durability().unwrap();
+    assert_eq!(rows(&db, t), expected);
 }
