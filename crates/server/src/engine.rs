@@ -17,14 +17,16 @@ use std::sync::{Arc, Condvar, Mutex as StdMutex};
 
 use parking_lot::{Mutex, RwLock};
 use phasedb_proto::{
-    AbortCause, ErrorKind, Request, Response, StatsReply, TableInfo, encode_response,
+    AbortCause, ErrorKind, Request, Response, StatsReply, encode_response,
 };
-use phasedb_txn::{Config, Database, Protocol, Stats, TxError, Worker};
+use phasedb_txn::{Config, Database, Durability, Protocol, Recovery, Stats, TxError, Worker};
 
-use crate::catalog::{self, Catalog};
+use crate::catalog::Catalog;
+use crate::durable::{DataDir, Parts};
 use crate::exec::{cause, run_op, validate};
 use crate::interactive::{Log, TYPE_CALL, TYPE_COMMIT, TYPE_EXECUTE};
 use crate::procedures::{self, Generators, Installed};
+use crate::schema;
 
 /// A connection's interactive transactions, carried with its batches.
 #[derive(Default)]
@@ -76,6 +78,8 @@ struct State<P: Protocol> {
     db: Database<P>,
     catalog: Catalog,
     installed: Installed,
+    /// The data directory, when the server is durable.
+    data: Option<DataDir>,
 }
 
 /// The engine as the connections see it, whatever its protocol.
@@ -92,6 +96,8 @@ pub trait Engine: Send + Sync {
     fn threads(&self) -> usize;
     /// Stops the threads after the batches already queued (blocking).
     fn stop(&self);
+    /// What the data directory recovered at start, when the server is durable.
+    fn recovery(&self) -> Option<Recovery>;
 }
 
 /// Whether `req` goes through [`Engine::control`] rather than an engine thread's batch.
@@ -113,21 +119,43 @@ pub struct EngineOf<P: Protocol> {
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// One table change at a time.
     change: Mutex<()>,
+    recovery: Option<Recovery>,
 }
 
 /// How many times a conflicting transaction is retried before the client hears of it.
 pub const MAX_RETRIES: u32 = 1000;
 
 impl<P: Protocol> EngineOf<P> {
-    /// An empty database of protocol `P` and `threads` engine threads.
-    pub fn start(threads: usize) -> Arc<EngineOf<P>> {
+    /// A database of protocol `P` and `threads` engine threads: empty, or the one recovered from
+    /// `durability`'s directory (see [`crate::durable`]).
+    pub fn start(
+        threads: usize,
+        durability: Option<&Durability>,
+    ) -> Result<Arc<EngineOf<P>>, String> {
+        let config = Config {
+            max_retries: Some(MAX_RETRIES),
+            ..Config::default()
+        };
+        let (parts, data, recovery) = match durability {
+            None => (
+                Parts {
+                    db: Database::<P>::open(config),
+                    catalog: Catalog::default(),
+                    installed: Installed::default(),
+                },
+                None,
+                None,
+            ),
+            Some(d) => {
+                let (data, parts, recovery) = DataDir::open::<P>(d, config)?;
+                (parts, Some(data), Some(recovery))
+            }
+        };
         let state = Arc::new(RwLock::new(State {
-            db: Database::<P>::open(Config {
-                max_retries: Some(MAX_RETRIES),
-                ..Config::default()
-            }),
-            catalog: Catalog::default(),
-            installed: Installed::default(),
+            db: parts.db,
+            catalog: parts.catalog,
+            installed: parts.installed,
+            data,
         }));
         let mut senders = Vec::new();
         let mut handles = Vec::new();
@@ -142,12 +170,13 @@ impl<P: Protocol> EngineOf<P> {
                     .expect("spawn an engine thread"),
             );
         }
-        Arc::new(EngineOf {
+        Ok(Arc::new(EngineOf {
             state,
             senders,
             threads: Mutex::new(handles),
             change: Mutex::new(()),
-        })
+            recovery,
+        }))
     }
 
     /// Runs `f` on the state with every engine thread paused.
@@ -216,7 +245,15 @@ fn run_job<P: Protocol>(
     let mut session = job.session;
     out.clear();
     let mut results = Vec::new();
+    // Durable mode: the responses wait for the batch's newest commit to be durable.
+    let durable = st.data.is_some();
+    let mut held = Vec::new();
+    let mut newest = None;
     for (id, req) in job.requests {
+        let ran = matches!(
+            req,
+            Request::Execute(_) | Request::Commit { .. } | Request::Call { .. }
+        );
         let resp = match req {
             Request::Execute(ops) => {
                 match ops.iter().try_for_each(|op| validate(op, &st.catalog)) {
@@ -291,9 +328,47 @@ fn run_job<P: Protocol>(
                 format!("{other:?} is not an engine request"),
             ),
         };
-        encode_response(out, id, &resp);
+        if !durable {
+            encode_response(out, id, &resp);
+            continue;
+        }
+        let ok = matches!(
+            resp,
+            Response::Results(_) | Response::Committed | Response::Values(_)
+        );
+        let epoch = (ran && ok).then(|| worker.commit_epoch()).flatten();
+        newest = newest.max(epoch);
+        held.push((id, resp, epoch.is_some()));
+    }
+    if durable {
+        release_durable(st, newest, held, out);
     }
     let _ = job.reply.send((std::mem::take(out), session));
+}
+
+/// Encodes a durable server's held responses once epoch `newest` is durable (SiloR: a commit is
+/// acknowledged only when durable). If logging failed, every commit of the batch is answered
+/// `Aborted { NotDurable }`: it may not survive a crash.
+fn release_durable<P: Protocol>(
+    st: &State<P>,
+    newest: Option<u64>,
+    held: Vec<(u64, Response, bool)>,
+    out: &mut Vec<u8>,
+) {
+    let failure = newest.and_then(|e| st.db.wait_durable(e).err());
+    for (id, resp, wrote) in held {
+        match &failure {
+            Some(e) if wrote => encode_response(
+                out,
+                id,
+                &aborted(
+                    AbortCause::NotDurable,
+                    format!("committed in memory but not made durable: {e}"),
+                ),
+            ),
+            _ => encode_response(out, id, &resp),
+        }
+    }
 }
 
 impl<P: Protocol> Engine for EngineOf<P> {
@@ -320,43 +395,29 @@ impl<P: Protocol> Engine for EngineOf<P> {
                 Some(info) => Response::Table(info),
                 None => error(ErrorKind::NoSuchTable, format!("no table {name}")),
             },
-            Request::CreateTable(def) => {
-                self.exclusive(|st| match catalog::spec(def, &st.catalog) {
-                    Err(m) if st.catalog.find(&def.name).is_some() => {
-                        error(ErrorKind::TableExists, m)
-                    }
-                    Err(m) => error(ErrorKind::BadTable, m),
-                    Ok(spec) => {
-                        let id = st.db.create_table(spec);
-                        st.catalog.add(id, def.clone());
-                        Response::Table(TableInfo {
-                            id,
-                            def: def.clone(),
-                        })
-                    }
-                })
-            }
-            Request::DropTable(name) => {
-                let dropped = self.exclusive(|st| st.catalog.drop_table(name));
-                match dropped {
-                    None => error(ErrorKind::NoSuchTable, format!("no table {name}")),
-                    Some(id) => {
-                        self.delete_rows(id);
-                        Response::Done
-                    }
+            req if schema::is_change(req) => {
+                let (resp, dropped) = self.exclusive(|st| {
+                    let State {
+                        db,
+                        catalog,
+                        installed,
+                        data,
+                    } = st;
+                    let dropped = match req {
+                        Request::DropTable(name) => catalog.find(name).map(|t| t.id),
+                        _ => None,
+                    };
+                    let resp = match data {
+                        Some(data) => data.change(db, catalog, installed, req),
+                        None => schema::apply(req, db, catalog, installed, true),
+                    };
+                    (resp, dropped)
+                });
+                if let (Response::Done, Some(id)) = (&resp, dropped) {
+                    self.delete_rows(id);
                 }
+                resp
             }
-            Request::Call { name, args } => self.exclusive(|st| {
-                let State {
-                    db,
-                    catalog,
-                    installed,
-                } = st;
-                match procedures::setup(name, args, db, catalog, installed) {
-                    Ok(v) => Response::Values(v),
-                    Err(m) => error(ErrorKind::BadCall, m),
-                }
-            }),
             other => error(
                 ErrorKind::Malformed,
                 format!("{other:?} is not a control request"),
@@ -406,6 +467,10 @@ impl<P: Protocol> Engine for EngineOf<P> {
 
     fn threads(&self) -> usize {
         self.senders.len()
+    }
+
+    fn recovery(&self) -> Option<Recovery> {
+        self.recovery.clone()
     }
 
     fn stop(&self) {
