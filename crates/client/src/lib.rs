@@ -38,7 +38,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 
 pub use async_client::AsyncClient;
 pub use phasedb_proto::{
-    AbortCause, Arith, ColumnDef, ColumnKind, ErrorKind, Op, OpResult, Request, Response,
+    AbortCause, Arith, ColumnDef, ColumnKind, ErrorKind, Op, OpResult, OrderedOp, Request, Response,
     StatsReply, TableDef, TableInfo, Value, Welcome,
 };
 use phasedb_proto::{

@@ -59,7 +59,8 @@ fn rows_of(op: &Op) -> (u32, u64, u64) {
         | Op::Update { table, key, .. }
         | Op::Put { table, key, .. }
         | Op::Delete { table, key }
-        | Op::Apply { table, key, .. } => (table, key, key),
+        | Op::Apply { table, key, .. }
+        | Op::Ordered { table, key, .. } => (table, key, key),
         Op::Scan { table, lo, hi, .. } => (table, lo, hi),
     }
 }
