@@ -131,7 +131,9 @@ pub fn run(args: ServeArgs) -> i32 {
     if let Some(r) = server.recovery() {
         eprintln!(
             "data directory {}: {}",
-            args.data_dir.as_ref().map_or(String::new(), |d| d.display().to_string()),
+            args.data_dir
+                .as_ref()
+                .map_or(String::new(), |d| d.display().to_string()),
             if r.fresh {
                 "new".to_string()
             } else {

@@ -42,7 +42,10 @@ pub enum ColumnKind {
     Tuple(u16),
     /// A top-K set of at most `k` ordered tuples of up to `n` bytes each: written by
     /// [`OrderedOp::TopK`] only, read as [`Value::Tuples`], best first.
-    TopK { k: u8, n: u16 },
+    TopK {
+        k: u8,
+        n: u16,
+    },
 }
 
 /// A column of a table definition.

@@ -55,7 +55,7 @@ fn sample_request(key: u64, n: u8) -> Request {
                 table: 2,
                 key,
                 column: 1,
-                op: if n % 2 == 0 {
+                op: if n.is_multiple_of(2) {
                     OrderedOp::OPut
                 } else {
                     OrderedOp::TopK

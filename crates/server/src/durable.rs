@@ -258,7 +258,9 @@ impl DataDir {
             .start_durability()
             .map_err(|e| e.to_string())
             .and_then(|_| write_atomic(&self.schema_file(next), &encode_changes(&changes)))
-            .and_then(|()| write_atomic(&self.root.join("CURRENT"), format!("{next}\n").as_bytes()));
+            .and_then(|()| {
+                write_atomic(&self.root.join("CURRENT"), format!("{next}\n").as_bytes())
+            });
         if let Err(m) = switched {
             drop(fresh);
             let _ = fs::remove_dir_all(self.gen_dir(next));

@@ -16,9 +16,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex as StdMutex};
 
 use parking_lot::{Mutex, RwLock};
-use phasedb_proto::{
-    AbortCause, ErrorKind, Request, Response, StatsReply, encode_response,
-};
+use phasedb_proto::{AbortCause, ErrorKind, Request, Response, StatsReply, encode_response};
 use phasedb_txn::{Config, Database, Durability, Protocol, Recovery, Stats, TxError, Worker};
 
 use crate::catalog::Catalog;

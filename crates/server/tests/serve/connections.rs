@@ -182,7 +182,7 @@ fn raise_fd_limit(want: u64) -> u64 {
         }
         if lim.rlim_cur < want {
             let raised = libc::rlimit {
-                rlim_cur: want.min(lim.rlim_max as u64) as libc::rlim_t,
+                rlim_cur: want.min(lim.rlim_max),
                 rlim_max: lim.rlim_max,
             };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
@@ -190,7 +190,7 @@ fn raise_fd_limit(want: u64) -> u64 {
             }
         }
     }
-    lim.rlim_cur as u64
+    lim.rlim_cur
 }
 
 /// A thousand connections open at once (fewer only if the hard limit of open files cannot hold
@@ -238,7 +238,10 @@ fn a_thousand_concurrent_connections_each_run_a_transaction() {
                     };
                     let r = client.call(&stmt(get)).await.unwrap();
                     let want = vec![phasedb_client::Value::I64(key as i64)];
-                    assert_eq!(r, Response::Result(phasedb_client::OpResult::Row(Some(want))));
+                    assert_eq!(
+                        r,
+                        Response::Result(phasedb_client::OpResult::Row(Some(want)))
+                    );
                     let r = client.call(&Request::Commit { txn }).await.unwrap();
                     assert_eq!(r, Response::Committed);
                     let add = Request::Execute(vec![Op::Apply {

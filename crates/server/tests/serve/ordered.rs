@@ -107,7 +107,11 @@ fn oput_and_topk_keep_the_best_tuples_in_one_shot_and_interactive_transactions()
             }
         });
         let got = read(&mut c, t);
-        assert_eq!(got[0], vec![(199, 199i64.to_le_bytes().to_vec())], "{protocol}");
+        assert_eq!(
+            got[0],
+            vec![(199, 199i64.to_le_bytes().to_vec())],
+            "{protocol}"
+        );
         assert_eq!(
             got[1],
             vec![(199, vec![3]), (198, vec![2]), (197, vec![1])],
@@ -127,8 +131,20 @@ fn oput_and_topk_keep_the_best_tuples_in_one_shot_and_interactive_transactions()
         tx.commit().unwrap();
         assert_eq!(read(&mut c, t)[1][0], (500, b"mine".to_vec()));
         // Misuse: oput on a top-K column, a value too long, a tuple column written by put.
-        assert!(invalid(c.execute(vec![ordered(t, 1, OrderedOp::OPut, 1, b"")])));
-        assert!(invalid(c.execute(vec![ordered(t, 1, OrderedOp::TopK, 1, &[0; 9])])));
+        assert!(invalid(c.execute(vec![ordered(
+            t,
+            1,
+            OrderedOp::OPut,
+            1,
+            b""
+        )])));
+        assert!(invalid(c.execute(vec![ordered(
+            t,
+            1,
+            OrderedOp::TopK,
+            1,
+            &[0; 9]
+        )])));
         assert!(invalid(c.execute(vec![Op::Put {
             table: t,
             key: 1,

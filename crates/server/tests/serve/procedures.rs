@@ -110,7 +110,14 @@ fn tpcc_order_status_delivery_and_stock_level_run_by_name() {
         let v = c
             .call_procedure("tpcc.order_status", vec![U64(1), U64(1), U64(customer)])
             .unwrap();
-        let [U64(c_id), I64(balance), U64(o_id), U64(carrier), U64(lines), I64(amount)] = v[..]
+        let [
+            U64(c_id),
+            I64(balance),
+            U64(o_id),
+            U64(carrier),
+            U64(lines),
+            I64(amount),
+        ] = v[..]
         else {
             panic!("order status returned {v:?}");
         };
@@ -127,19 +134,18 @@ fn tpcc_order_status_delivery_and_stock_level_run_by_name() {
     orders.sort_unstable();
     assert_eq!(orders, (1..=3000).collect::<Vec<_>>());
     // Stock quantities are loaded in 10..=100: none is below 0, every item is below 101.
-    let low = |c: &mut phasedb_client::Client, threshold| {
-        match c.call_procedure(
-            "tpcc.stock_level",
-            vec![U64(1), U64(1), U64(threshold)],
-        )
+    let low = |c: &mut phasedb_client::Client, threshold| match c
+        .call_procedure("tpcc.stock_level", vec![U64(1), U64(1), U64(threshold)])
         .unwrap()[..]
-        {
-            [U64(n)] => n,
-            ref v => panic!("stock level returned {v:?}"),
-        }
+    {
+        [U64(n)] => n,
+        ref v => panic!("stock level returned {v:?}"),
     };
     let all = low(&mut c, 101);
-    assert!((5..=300).contains(&all), "{all} distinct items in 20 orders");
+    assert!(
+        (5..=300).contains(&all),
+        "{all} distinct items in 20 orders"
+    );
     assert_eq!(low(&mut c, 0), 0);
     assert!(low(&mut c, 50) <= all);
     assert_eq!(
