@@ -22,7 +22,7 @@ use phasedb_txn::{Config, Database, Durability, Protocol, Recovery, Stats, TxErr
 use crate::catalog::Catalog;
 use crate::durable::{DataDir, Parts};
 use crate::exec::{cause, run_op, validate};
-use crate::interactive::{Log, TYPE_CALL, TYPE_COMMIT, TYPE_EXECUTE};
+use crate::interactive::{Log, TYPE_EXECUTE, TYPE_STATEMENT};
 use crate::procedures::{self, Generators, Installed};
 use crate::schema;
 
@@ -433,12 +433,15 @@ impl<P: Protocol> Engine for EngineOf<P> {
                 all.merge(&stats);
             }
         }
+        // Every type: the workloads' procedures count under their own type indexes (TPC-C's
+        // Payment under 1, which is also the statements'). Statement transactions never commit
+        // and abort on purpose, so their user aborts are left out.
         let mut total = phasedb_txn::TypeStats::default();
-        for ty in [TYPE_EXECUTE, TYPE_COMMIT, TYPE_CALL] {
-            if let Some(t) = all.types.get(ty) {
-                total.merge(t);
-            }
+        for t in &all.types {
+            total.merge(t);
         }
+        let statements = all.types.get(TYPE_STATEMENT).map_or(0, |t| t.user_aborts);
+        total.user_aborts = total.user_aborts.saturating_sub(statements);
         let h = &total.latency_ns;
         let us = |q: f64| {
             if h.is_empty() {
