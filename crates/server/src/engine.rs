@@ -40,7 +40,17 @@ pub const MAX_OPEN_TXNS: usize = 1024;
 pub struct Job {
     pub requests: Vec<(u64, Request)>,
     pub session: Box<Session>,
-    pub reply: tokio::sync::oneshot::Sender<(Vec<u8>, Box<Session>)>,
+    pub reply: tokio::sync::oneshot::Sender<(Vec<u8>, Box<Session>, Option<Held>)>,
+}
+
+/// A durable server's responses to a batch, held until its newest commit is durable: the
+/// connection waits for that (off the engine thread, which goes on with other batches), then
+/// encodes them with [`release`].
+pub struct Held {
+    /// The epoch of the batch's newest commit.
+    pub epoch: u64,
+    /// Each request's id, response, and whether it reports a commit that wrote.
+    pub responses: Vec<(u64, Response, bool)>,
 }
 
 enum Msg {
@@ -96,6 +106,8 @@ pub trait Engine: Send + Sync {
     fn stop(&self);
     /// What the data directory recovered at start, when the server is durable.
     fn recovery(&self) -> Option<Recovery>;
+    /// Waits until `epoch` is durable (blocking); why not, if logging failed.
+    fn wait_durable(&self, epoch: u64) -> Result<(), String>;
 }
 
 /// Whether `req` goes through [`Engine::control`] rather than an engine thread's batch.
@@ -338,23 +350,27 @@ fn run_job<P: Protocol>(
         newest = newest.max(epoch);
         held.push((id, resp, epoch.is_some()));
     }
-    if durable {
-        release_durable(st, newest, held, out);
-    }
-    let _ = job.reply.send((std::mem::take(out), session));
+    let held = match newest {
+        Some(epoch) => Some(Held {
+            epoch,
+            responses: held,
+        }),
+        None => {
+            // Nothing written: nothing to wait for.
+            for (id, resp, _) in held {
+                encode_response(out, id, &resp);
+            }
+            None
+        }
+    };
+    let _ = job.reply.send((std::mem::take(out), session, held));
 }
 
-/// Encodes a durable server's held responses once epoch `newest` is durable (SiloR: a commit is
-/// acknowledged only when durable). If logging failed, every commit of the batch is answered
-/// `Aborted { NotDurable }`: it may not survive a crash.
-fn release_durable<P: Protocol>(
-    st: &State<P>,
-    newest: Option<u64>,
-    held: Vec<(u64, Response, bool)>,
-    out: &mut Vec<u8>,
-) {
-    let failure = newest.and_then(|e| st.db.wait_durable(e).err());
-    for (id, resp, wrote) in held {
+/// Encodes a durable server's held responses once their epoch is durable (SiloR: a commit is
+/// acknowledged only when durable), or, if logging failed (`failure`), answers every commit of
+/// the batch `Aborted { NotDurable }`: it may not survive a crash.
+pub fn release(held: Held, failure: Option<String>, out: &mut Vec<u8>) {
+    for (id, resp, wrote) in held.responses {
         match &failure {
             Some(e) if wrote => encode_response(
                 out,
@@ -382,7 +398,7 @@ impl<P: Protocol> Engine for EngineOf<P> {
                     &error(ErrorKind::ShuttingDown, "the server is shutting down"),
                 );
             }
-            let _ = job.reply.send((out, job.session));
+            let _ = job.reply.send((out, job.session, None));
         }
     }
 
@@ -472,6 +488,14 @@ impl<P: Protocol> Engine for EngineOf<P> {
 
     fn recovery(&self) -> Option<Recovery> {
         self.recovery.clone()
+    }
+
+    fn wait_durable(&self, epoch: u64) -> Result<(), String> {
+        self.state
+            .read()
+            .db
+            .wait_durable(epoch)
+            .map_err(|e| e.to_string())
     }
 
     fn stop(&self) {
