@@ -15,8 +15,9 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 MAGIC = b"PHDC"
 VERSION = 1
 
-COLUMN_KINDS = ["U64", "I64", "F64", "Fixed", "Bounded"]
+COLUMN_KINDS = ["U64", "I64", "F64", "Fixed", "Bounded", "Tuple", "TopK"]
 ARITH = ["Add", "Max", "Min", "Mult"]
+ORDERED = ["OPut", "TopK"]
 ABORT_CAUSES = [
     "Conflict",
     "Stale",
@@ -40,8 +41,9 @@ ERROR_KINDS = [
 ]
 
 #: A column value: ``int`` columns take ``("U64", n)`` / ``("I64", n)``, floats ``("F64", x)``,
-#: byte columns ``("Bytes", b"...")``.
-Value = Tuple[str, Union[int, float, bytes]]
+#: byte columns ``("Bytes", b"...")``; ``Tuple`` and ``TopK`` columns read as
+#: ``("Tuples", [(order, core, b"...")])`` (best first) and are written by ``Ordered`` only.
+Value = Tuple[str, Any]
 
 
 class DecodeError(Exception):
@@ -51,10 +53,11 @@ class DecodeError(Exception):
 @dataclass
 class Column:
     """A column of a table: name, kind (``"U64"``, ``"I64"``, ``"F64"``, ``("Fixed", n)``,
-    ``("Bounded", n)``) and column group (columns of one group share a version)."""
+    ``("Bounded", n)``, ``("Tuple", n)``: an ordered tuple of up to n bytes, ``("TopK", k, n)``: the k
+    best of them) and column group (columns of one group share a version)."""
 
     name: str
-    kind: Union[str, Tuple[str, int]]
+    kind: Union[str, Tuple[Any, ...]]
     group: int = 0
 
 
@@ -131,8 +134,13 @@ class Writer:
         for c in cols:
             self.varint(c)
 
-    def column_kind(self, kind: Union[str, Tuple[str, int]]) -> None:
-        if isinstance(kind, tuple):
+    def column_kind(self, kind: Union[str, Tuple[Any, ...]]) -> None:
+        if isinstance(kind, tuple) and kind[0] == "TopK":
+            _, k, n = kind
+            self.varint(COLUMN_KINDS.index("TopK"))
+            self.buf.append(k)
+            self.varint(n)
+        elif isinstance(kind, tuple):
             name, n = kind
             self.varint(COLUMN_KINDS.index(name))
             self.varint(n)
@@ -142,7 +150,8 @@ class Writer:
     def op(self, op: Tuple[Any, ...]) -> None:
         """Encodes an operation: ``("Get", table, key, columns)``, ``("Insert"|"Update"|"Put",
         table, key, [(column, value)])``, ``("Delete", table, key)``, ``("Scan", table, lo, hi,
-        limit, columns)`` or ``("Apply", table, key, column, arith, arg, commute)``."""
+        limit, columns)``, ``("Apply", table, key, column, arith, arg, commute)`` or ``("Ordered",
+        table, key, column, "OPut" | "TopK", order, b"value")``."""
         name = op[0]
         if name == "Get":
             self.varint(0)
@@ -171,6 +180,14 @@ class Writer:
             self.varint(ARITH.index(op[4]))
             self.i64(op[5])
             self.bool(op[6])
+        elif name == "Ordered":
+            self.varint(7)
+            self.varint(op[1])
+            self.varint(op[2])
+            self.varint(op[3])
+            self.varint(ORDERED.index(op[4]))
+            self.i64(op[5])
+            self.bytes(bytes(op[6]))
         else:
             raise ValueError(f"unknown operation {name!r}")
 
@@ -306,6 +323,8 @@ class Reader:
             return ("F64", self.f64())
         if tag == 3:
             return ("Bytes", self.bytes())
+        if tag == 4:
+            return ("Tuples", self.seq(lambda: (self.i64(), self.varint(), self.bytes())))
         raise DecodeError(f"unknown value tag {tag}")
 
     def values(self) -> List[Value]:
@@ -330,8 +349,10 @@ class Reader:
             kind_tag = self.varint()
             if kind_tag >= len(COLUMN_KINDS):
                 raise DecodeError("unknown column kind")
-            kind: Union[str, Tuple[str, int]] = COLUMN_KINDS[kind_tag]
-            if kind_tag >= 3:
+            kind: Union[str, Tuple[Any, ...]] = COLUMN_KINDS[kind_tag]
+            if kind_tag == 6:
+                kind = ("TopK", self.byte(), self.varint())
+            elif kind_tag >= 3:
                 kind = (COLUMN_KINDS[kind_tag], self.varint())
             return Column(cname, kind, self.byte())
 

@@ -96,6 +96,32 @@ class ClientTest(unittest.TestCase):
                 db.describe_table("py_accounts")
             self.assertEqual(err.exception.kind, "NoSuchTable")
 
+    def test_oput_and_topk_keep_the_best_tuples(self) -> None:
+        with self.connect() as db:
+            t = db.create_table(
+                "py_leaders",
+                [Column("best", ("Tuple", 8)), Column("top", ("TopK", 2, 4), group=1)],
+            )
+            self.assertEqual(db.describe_table("py_leaders").columns[1].kind, ("TopK", 2, 4))
+            db.execute([("Insert", t.id, 1, [])])
+            for order, name in [(5, b"e"), (9, b"i"), (2, b"b")]:
+                db.execute(
+                    [
+                        ("Ordered", t.id, 1, 0, "OPut", order, name),
+                        ("Ordered", t.id, 1, 1, "TopK", order, name),
+                    ]
+                )
+            tx = db.begin()
+            self.assertEqual(tx.statement(("Ordered", t.id, 1, 1, "TopK", -1, b"low")), ("Done", True))
+            tx.commit()
+            [(_, row)] = db.execute([("Get", t.id, 1, [])])
+            best, top = row
+            self.assertEqual([(o, v) for o, _, v in best[1]], [(9, b"i")])
+            self.assertEqual([(o, v) for o, _, v in top[1]], [(9, b"i"), (5, b"e")])
+            with self.assertRaises(Aborted) as e:
+                db.execute([("Ordered", t.id, 1, 1, "OPut", 1, b"")])
+            self.assertEqual(e.exception.cause, "Invalid")
+
     def test_transfers_with_retry_on_conflict_keep_the_total(self) -> None:
         with self.connect() as db:
             t = db.create_table("py_bank", [Column("balance", "I64")])

@@ -29,6 +29,42 @@ pub struct ServeArgs {
     /// The most connections served at once.
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
+    /// Keep the database durably in DIR (occ only): a commit is acknowledged once durable, and a
+    /// restart on DIR recovers every acknowledged one (docs/wire-protocol.md, "Durability").
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<std::path::PathBuf>,
+    /// With --data-dir: fsync after every group commit (group) or never (none: durable means
+    /// handed to the operating system, which survives a process crash but not a machine crash).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(["group", "none"]))]
+    fsync: Option<String>,
+    /// With --data-dir: logger threads (a log file each).
+    #[arg(long)]
+    loggers: Option<usize>,
+}
+
+/// The durability settings of the flags, or why they do not fit together.
+fn durability(args: &ServeArgs) -> Result<Option<phasedb_txn::Durability>, String> {
+    let Some(dir) = &args.data_dir else {
+        if args.fsync.is_some() || args.loggers.is_some() {
+            return Err("--fsync and --loggers need --data-dir DIR".into());
+        }
+        return Ok(None);
+    };
+    if args.protocol != "occ" {
+        return Err(
+            "--data-dir serves the occ protocol only (its commit logs; see docs/durability.md)"
+                .into(),
+        );
+    }
+    let mut d = phasedb_txn::Durability::new(dir);
+    d.loggers = args.loggers.unwrap_or(1);
+    if !(1..=64).contains(&d.loggers) {
+        return Err("--loggers must be between 1 and 64".into());
+    }
+    if args.fsync.as_deref() == Some("none") {
+        d.fsync = phasedb_txn::FsyncPolicy::None;
+    }
+    Ok(Some(d))
 }
 
 /// Runs `phasedb serve`; returns the exit code.
@@ -55,6 +91,13 @@ pub fn run(args: ServeArgs) -> i32 {
         eprintln!("error: --max-frame must be between 64 bytes and 1 GiB");
         return 2;
     }
+    let durability = match durability(&args) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
     let config = ServerConfig {
         listen: args.listen,
         protocol: args.protocol.clone(),
@@ -65,6 +108,7 @@ pub fn run(args: ServeArgs) -> i32 {
         token,
         max_frame: args.max_frame,
         max_connections: args.max_connections,
+        durability,
     };
     let server = match Server::start(&config) {
         Ok(s) => s,
@@ -84,6 +128,22 @@ pub fn run(args: ServeArgs) -> i32 {
             ""
         }
     );
+    if let Some(r) = server.recovery() {
+        eprintln!(
+            "data directory {}: {}",
+            args.data_dir
+                .as_ref()
+                .map_or(String::new(), |d| d.display().to_string()),
+            if r.fresh {
+                "new".to_string()
+            } else {
+                format!(
+                    "recovered {} checkpoint rows and {} log records up to epoch {} in {:.2} s",
+                    r.checkpoint_rows, r.log_records, r.durable_epoch, r.seconds
+                )
+            }
+        );
+    }
     match server.run_until_signal() {
         Ok(()) => {
             eprintln!("phasedb stopped");

@@ -37,6 +37,15 @@ pub enum ColumnKind {
     Fixed(u16),
     /// Up to `n` bytes.
     Bounded(u16),
+    /// An ordered tuple `(order, core, up to n bytes)`: written by [`OrderedOp::OPut`] only, read
+    /// as [`Value::Tuples`] of at most one tuple.
+    Tuple(u16),
+    /// A top-K set of at most `k` ordered tuples of up to `n` bytes each: written by
+    /// [`OrderedOp::TopK`] only, read as [`Value::Tuples`], best first.
+    TopK {
+        k: u8,
+        n: u16,
+    },
 }
 
 /// A column of a table definition.
@@ -74,6 +83,18 @@ pub enum Value {
     I64(i64),
     F64(f64),
     Bytes(Vec<u8>),
+    /// The ordered tuples `(order, core, value)` of a `Tuple` or `TopK` column (read only).
+    Tuples(Vec<(i64, u32, Vec<u8>)>),
+}
+
+/// A splittable operation on an ordered-tuple column (Doppel's `OPut` and `TopKInsert`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OrderedOp {
+    /// Replaces a `Tuple` column's tuple by `(order, core, value)` if that ranks higher (a larger
+    /// order; ties broken by the writing core, then the value).
+    OPut,
+    /// Inserts `(order, core, value)` into a `TopK` column's set, which keeps the `k` best.
+    TopK,
 }
 
 /// A splittable operation on an integer column (Doppel's `add`, `max`, `min`, `mult`).
@@ -135,6 +156,17 @@ pub enum Op {
         op: Arith,
         arg: i64,
         commute: bool,
+    },
+    /// Applies `op` with `(order, value)` to ordered-tuple column `column` of row `key`:
+    /// [`OpResult::Done`] (false: no such row). Concurrent ones never conflict under `doppel`,
+    /// which splits a contended row for them.
+    Ordered {
+        table: u32,
+        key: u64,
+        column: u16,
+        op: OrderedOp,
+        order: i64,
+        value: Vec<u8>,
     },
 }
 

@@ -51,14 +51,33 @@ fn sample_request(key: u64, n: u8) -> Request {
                 arg: 7,
                 commute: true,
             },
+            Op::Ordered {
+                table: 2,
+                key,
+                column: 1,
+                op: if n.is_multiple_of(2) {
+                    OrderedOp::OPut
+                } else {
+                    OrderedOp::TopK
+                },
+                order: -(key as i64),
+                value: vec![n; 3],
+            },
         ]),
         1 => Request::CreateTable(TableDef {
             name: "t".into(),
-            columns: vec![ColumnDef {
-                name: "c".into(),
-                kind: ColumnKind::Bounded(40),
-                group: 1,
-            }],
+            columns: vec![
+                ColumnDef {
+                    name: "c".into(),
+                    kind: ColumnKind::Bounded(40),
+                    group: 1,
+                },
+                ColumnDef {
+                    name: "best".into(),
+                    kind: ColumnKind::TopK { k: n, n: 8 },
+                    group: 0,
+                },
+            ],
             capacity: key,
             ordered: true,
         }),

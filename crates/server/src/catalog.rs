@@ -95,6 +95,8 @@ pub fn spec(def: &TableDef, catalog: &Catalog) -> Result<TableSpec, String> {
             ColumnKind::F64 => ColumnType::F64,
             ColumnKind::Fixed(n) => ColumnType::Fixed(n),
             ColumnKind::Bounded(n) => ColumnType::Bounded(n),
+            ColumnKind::Tuple(n) => ColumnType::Tuple(n),
+            ColumnKind::TopK { k, n } => ColumnType::TopK { k, n },
         };
         bytes += ty.width();
         b = b.column(&c.name, ty, c.group as usize);
@@ -134,6 +136,8 @@ pub fn def_of(name: &str, schema: &Schema, ordered: bool) -> TableDef {
                     ColumnType::I64 => ColumnKind::I64,
                     ColumnType::F64 => ColumnKind::F64,
                     ColumnType::Bounded(n) => ColumnKind::Bounded(n),
+                    ColumnType::Tuple(n) => ColumnKind::Tuple(n),
+                    ColumnType::TopK { k, n } => ColumnKind::TopK { k, n },
                     other => ColumnKind::Fixed(other.width() as u16),
                 },
                 group: c.group as u8,

@@ -130,8 +130,16 @@ async fn run_batch(
                     reply: tx,
                 },
             );
-            let (bytes, back) = rx.await.expect("engine threads answer every batch");
+            let (bytes, back, held) = rx.await.expect("engine threads answer every batch");
             out.extend_from_slice(&bytes);
+            if let Some(held) = held {
+                let (s, epoch) = (shared.clone(), held.epoch);
+                let failure = tokio::task::spawn_blocking(move || s.engine.wait_durable(epoch))
+                    .await
+                    .unwrap_or_else(|e| Err(e.to_string()))
+                    .err();
+                crate::engine::release(held, failure, out);
+            }
             session = back;
         }
         if let Some((id, req)) = requests.next() {

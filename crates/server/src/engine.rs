@@ -16,15 +16,15 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex as StdMutex};
 
 use parking_lot::{Mutex, RwLock};
-use phasedb_proto::{
-    AbortCause, ErrorKind, Request, Response, StatsReply, TableInfo, encode_response,
-};
-use phasedb_txn::{Config, Database, Protocol, Stats, TxError, Worker};
+use phasedb_proto::{AbortCause, ErrorKind, Request, Response, StatsReply, encode_response};
+use phasedb_txn::{Config, Database, Durability, Protocol, Recovery, Stats, TxError, Worker};
 
-use crate::catalog::{self, Catalog};
+use crate::catalog::Catalog;
+use crate::durable::{DataDir, Parts};
 use crate::exec::{cause, run_op, validate};
-use crate::interactive::{Log, TYPE_CALL, TYPE_COMMIT, TYPE_EXECUTE};
+use crate::interactive::{Log, TYPE_EXECUTE, TYPE_STATEMENT};
 use crate::procedures::{self, Generators, Installed};
+use crate::schema;
 
 /// A connection's interactive transactions, carried with its batches.
 #[derive(Default)]
@@ -40,7 +40,17 @@ pub const MAX_OPEN_TXNS: usize = 1024;
 pub struct Job {
     pub requests: Vec<(u64, Request)>,
     pub session: Box<Session>,
-    pub reply: tokio::sync::oneshot::Sender<(Vec<u8>, Box<Session>)>,
+    pub reply: tokio::sync::oneshot::Sender<(Vec<u8>, Box<Session>, Option<Held>)>,
+}
+
+/// A durable server's responses to a batch, held until its newest commit is durable: the
+/// connection waits for that (off the engine thread, which goes on with other batches), then
+/// encodes them with [`release`].
+pub struct Held {
+    /// The epoch of the batch's newest commit.
+    pub epoch: u64,
+    /// Each request's id, response, and whether it reports a commit that wrote.
+    pub responses: Vec<(u64, Response, bool)>,
 }
 
 enum Msg {
@@ -76,6 +86,8 @@ struct State<P: Protocol> {
     db: Database<P>,
     catalog: Catalog,
     installed: Installed,
+    /// The data directory, when the server is durable.
+    data: Option<DataDir>,
 }
 
 /// The engine as the connections see it, whatever its protocol.
@@ -92,6 +104,10 @@ pub trait Engine: Send + Sync {
     fn threads(&self) -> usize;
     /// Stops the threads after the batches already queued (blocking).
     fn stop(&self);
+    /// What the data directory recovered at start, when the server is durable.
+    fn recovery(&self) -> Option<Recovery>;
+    /// Waits until `epoch` is durable (blocking); why not, if logging failed.
+    fn wait_durable(&self, epoch: u64) -> Result<(), String>;
 }
 
 /// Whether `req` goes through [`Engine::control`] rather than an engine thread's batch.
@@ -113,21 +129,43 @@ pub struct EngineOf<P: Protocol> {
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// One table change at a time.
     change: Mutex<()>,
+    recovery: Option<Recovery>,
 }
 
 /// How many times a conflicting transaction is retried before the client hears of it.
 pub const MAX_RETRIES: u32 = 1000;
 
 impl<P: Protocol> EngineOf<P> {
-    /// An empty database of protocol `P` and `threads` engine threads.
-    pub fn start(threads: usize) -> Arc<EngineOf<P>> {
+    /// A database of protocol `P` and `threads` engine threads: empty, or the one recovered from
+    /// `durability`'s directory (see [`crate::durable`]).
+    pub fn start(
+        threads: usize,
+        durability: Option<&Durability>,
+    ) -> Result<Arc<EngineOf<P>>, String> {
+        let config = Config {
+            max_retries: Some(MAX_RETRIES),
+            ..Config::default()
+        };
+        let (parts, data, recovery) = match durability {
+            None => (
+                Parts {
+                    db: Database::<P>::open(config),
+                    catalog: Catalog::default(),
+                    installed: Installed::default(),
+                },
+                None,
+                None,
+            ),
+            Some(d) => {
+                let (data, parts, recovery) = DataDir::open::<P>(d, config)?;
+                (parts, Some(data), Some(recovery))
+            }
+        };
         let state = Arc::new(RwLock::new(State {
-            db: Database::<P>::open(Config {
-                max_retries: Some(MAX_RETRIES),
-                ..Config::default()
-            }),
-            catalog: Catalog::default(),
-            installed: Installed::default(),
+            db: parts.db,
+            catalog: parts.catalog,
+            installed: parts.installed,
+            data,
         }));
         let mut senders = Vec::new();
         let mut handles = Vec::new();
@@ -142,12 +180,13 @@ impl<P: Protocol> EngineOf<P> {
                     .expect("spawn an engine thread"),
             );
         }
-        Arc::new(EngineOf {
+        Ok(Arc::new(EngineOf {
             state,
             senders,
             threads: Mutex::new(handles),
             change: Mutex::new(()),
-        })
+            recovery,
+        }))
     }
 
     /// Runs `f` on the state with every engine thread paused.
@@ -216,7 +255,15 @@ fn run_job<P: Protocol>(
     let mut session = job.session;
     out.clear();
     let mut results = Vec::new();
+    // Durable mode: the responses wait for the batch's newest commit to be durable.
+    let durable = st.data.is_some();
+    let mut held = Vec::new();
+    let mut newest = None;
     for (id, req) in job.requests {
+        let ran = matches!(
+            req,
+            Request::Execute(_) | Request::Commit { .. } | Request::Call { .. }
+        );
         let resp = match req {
             Request::Execute(ops) => {
                 match ops.iter().try_for_each(|op| validate(op, &st.catalog)) {
@@ -291,9 +338,51 @@ fn run_job<P: Protocol>(
                 format!("{other:?} is not an engine request"),
             ),
         };
-        encode_response(out, id, &resp);
+        if !durable {
+            encode_response(out, id, &resp);
+            continue;
+        }
+        let ok = matches!(
+            resp,
+            Response::Results(_) | Response::Committed | Response::Values(_)
+        );
+        let epoch = (ran && ok).then(|| worker.commit_epoch()).flatten();
+        newest = newest.max(epoch);
+        held.push((id, resp, epoch.is_some()));
     }
-    let _ = job.reply.send((std::mem::take(out), session));
+    let held = match newest {
+        Some(epoch) => Some(Held {
+            epoch,
+            responses: held,
+        }),
+        None => {
+            // Nothing written: nothing to wait for.
+            for (id, resp, _) in held {
+                encode_response(out, id, &resp);
+            }
+            None
+        }
+    };
+    let _ = job.reply.send((std::mem::take(out), session, held));
+}
+
+/// Encodes a durable server's held responses once their epoch is durable (SiloR: a commit is
+/// acknowledged only when durable), or, if logging failed (`failure`), answers every commit of
+/// the batch `Aborted { NotDurable }`: it may not survive a crash.
+pub fn release(held: Held, failure: Option<String>, out: &mut Vec<u8>) {
+    for (id, resp, wrote) in held.responses {
+        match &failure {
+            Some(e) if wrote => encode_response(
+                out,
+                id,
+                &aborted(
+                    AbortCause::NotDurable,
+                    format!("committed in memory but not made durable: {e}"),
+                ),
+            ),
+            _ => encode_response(out, id, &resp),
+        }
+    }
 }
 
 impl<P: Protocol> Engine for EngineOf<P> {
@@ -309,7 +398,7 @@ impl<P: Protocol> Engine for EngineOf<P> {
                     &error(ErrorKind::ShuttingDown, "the server is shutting down"),
                 );
             }
-            let _ = job.reply.send((out, job.session));
+            let _ = job.reply.send((out, job.session, None));
         }
     }
 
@@ -320,43 +409,29 @@ impl<P: Protocol> Engine for EngineOf<P> {
                 Some(info) => Response::Table(info),
                 None => error(ErrorKind::NoSuchTable, format!("no table {name}")),
             },
-            Request::CreateTable(def) => {
-                self.exclusive(|st| match catalog::spec(def, &st.catalog) {
-                    Err(m) if st.catalog.find(&def.name).is_some() => {
-                        error(ErrorKind::TableExists, m)
-                    }
-                    Err(m) => error(ErrorKind::BadTable, m),
-                    Ok(spec) => {
-                        let id = st.db.create_table(spec);
-                        st.catalog.add(id, def.clone());
-                        Response::Table(TableInfo {
-                            id,
-                            def: def.clone(),
-                        })
-                    }
-                })
-            }
-            Request::DropTable(name) => {
-                let dropped = self.exclusive(|st| st.catalog.drop_table(name));
-                match dropped {
-                    None => error(ErrorKind::NoSuchTable, format!("no table {name}")),
-                    Some(id) => {
-                        self.delete_rows(id);
-                        Response::Done
-                    }
+            req if schema::is_change(req) => {
+                let (resp, dropped) = self.exclusive(|st| {
+                    let State {
+                        db,
+                        catalog,
+                        installed,
+                        data,
+                    } = st;
+                    let dropped = match req {
+                        Request::DropTable(name) => catalog.find(name).map(|t| t.id),
+                        _ => None,
+                    };
+                    let resp = match data {
+                        Some(data) => data.change(db, catalog, installed, req),
+                        None => schema::apply(req, db, catalog, installed, true),
+                    };
+                    (resp, dropped)
+                });
+                if let (Response::Done, Some(id)) = (&resp, dropped) {
+                    self.delete_rows(id);
                 }
+                resp
             }
-            Request::Call { name, args } => self.exclusive(|st| {
-                let State {
-                    db,
-                    catalog,
-                    installed,
-                } = st;
-                match procedures::setup(name, args, db, catalog, installed) {
-                    Ok(v) => Response::Values(v),
-                    Err(m) => error(ErrorKind::BadCall, m),
-                }
-            }),
             other => error(
                 ErrorKind::Malformed,
                 format!("{other:?} is not a control request"),
@@ -374,12 +449,15 @@ impl<P: Protocol> Engine for EngineOf<P> {
                 all.merge(&stats);
             }
         }
+        // Every type: the workloads' procedures count under their own type indexes (TPC-C's
+        // Payment under 1, which is also the statements'). Statement transactions never commit
+        // and abort on purpose, so their user aborts are left out.
         let mut total = phasedb_txn::TypeStats::default();
-        for ty in [TYPE_EXECUTE, TYPE_COMMIT, TYPE_CALL] {
-            if let Some(t) = all.types.get(ty) {
-                total.merge(t);
-            }
+        for t in &all.types {
+            total.merge(t);
         }
+        let statements = all.types.get(TYPE_STATEMENT).map_or(0, |t| t.user_aborts);
+        total.user_aborts = total.user_aborts.saturating_sub(statements);
         let h = &total.latency_ns;
         let us = |q: f64| {
             if h.is_empty() {
@@ -406,6 +484,18 @@ impl<P: Protocol> Engine for EngineOf<P> {
 
     fn threads(&self) -> usize {
         self.senders.len()
+    }
+
+    fn recovery(&self) -> Option<Recovery> {
+        self.recovery.clone()
+    }
+
+    fn wait_durable(&self, epoch: u64) -> Result<(), String> {
+        self.state
+            .read()
+            .db
+            .wait_durable(epoch)
+            .map_err(|e| e.to_string())
     }
 
     fn stop(&self) {

@@ -2,7 +2,7 @@
 //! operation aborts before anything runs, with a message), then reading and writing through the
 //! engine's `Tx` API only.
 
-use phasedb_proto::{AbortCause, Arith, ColumnKind, Op, OpResult, Value};
+use phasedb_proto::{AbortCause, Arith, ColumnKind, Op, OpResult, OrderedOp, Value};
 use phasedb_storage::{ColumnType, RowView, Schema};
 use phasedb_txn::{Protocol, SplitOp, Tx, TxError, TxResult, columns};
 
@@ -37,6 +37,12 @@ pub fn validate(op: &Op, catalog: &Catalog) -> Result<(), Invalid> {
                     }
                     _ => false,
                 };
+                if matches!(col.kind, ColumnKind::Tuple(_) | ColumnKind::TopK { .. }) {
+                    return Err(format!(
+                        "column {} of {} holds ordered tuples: write it with oput or topk",
+                        col.name, def.name
+                    ));
+                }
                 if !fits && !bytes_fit {
                     return Err(format!(
                         "column {} of {} is {:?}; {v:?} does not fit it",
@@ -64,6 +70,37 @@ pub fn validate(op: &Op, catalog: &Catalog) -> Result<(), Invalid> {
                 None => return Err(format!("table {} has no column {column}", def.name)),
             }
         }
+        Op::Ordered {
+            table,
+            column,
+            op,
+            value,
+            ..
+        } => {
+            let def = catalog.get(*table)?;
+            let col = def
+                .columns
+                .get(*column as usize)
+                .ok_or_else(|| format!("table {} has no column {column}", def.name))?;
+            let room = match (op, col.kind) {
+                (OrderedOp::OPut, ColumnKind::Tuple(n)) => n,
+                (OrderedOp::TopK, ColumnKind::TopK { n, .. }) => n,
+                (OrderedOp::OPut, _) => {
+                    return Err(format!("oput needs a Tuple column; {} is not", col.name));
+                }
+                (OrderedOp::TopK, _) => {
+                    return Err(format!("topk needs a TopK column; {} is not", col.name));
+                }
+            };
+            if value.len() > room as usize {
+                return Err(format!(
+                    "a value of {} bytes does not fit column {}'s {room}",
+                    value.len(),
+                    col.name
+                ));
+            }
+            return Ok(());
+        }
     };
     let def = catalog.get(table)?;
     if let Some(c) = cols.iter().find(|&&c| c as usize >= def.columns.len()) {
@@ -88,6 +125,8 @@ fn values(row: &RowView<'_>, cols: &[u16]) -> Vec<Value> {
         ColumnType::U64 => Value::U64(row.u64(c)),
         ColumnType::I64 => Value::I64(row.i64(c)),
         ColumnType::F64 => Value::F64(row.f64(c)),
+        ColumnType::Tuple(_) => Value::Tuples(row.tuple(c).into_iter().map(owned).collect()),
+        ColumnType::TopK { .. } => Value::Tuples(row.topk(c).map(owned).collect()),
         _ => Value::Bytes(row.bytes(c).to_vec()),
     };
     if cols.is_empty() {
@@ -95,6 +134,10 @@ fn values(row: &RowView<'_>, cols: &[u16]) -> Vec<Value> {
     } else {
         cols.iter().map(|&c| one(c as usize)).collect()
     }
+}
+
+fn owned(t: phasedb_storage::ordered::Tuple<'_>) -> (i64, u32, Vec<u8>) {
+    (t.order, t.core, t.value.to_vec())
 }
 
 fn fill(w: &mut phasedb_txn::RowWriter<'_>, values: &[(u16, Value)]) {
@@ -105,6 +148,8 @@ fn fill(w: &mut phasedb_txn::RowWriter<'_>, values: &[(u16, Value)]) {
             Value::I64(x) => w.set_i64(c, *x),
             Value::F64(x) => w.set_f64(c, *x),
             Value::Bytes(b) => w.set_bytes(c, b),
+            // Refused by `validate`: ordered tuples are written by their operations only.
+            Value::Tuples(_) => {}
         }
     }
 }
@@ -170,6 +215,21 @@ pub fn run_op<P: Protocol>(tx: &mut Tx<'_, '_, P>, op: &Op) -> TxResult<OpResult
             } else {
                 tx.apply(*table, *key, c, split)?
             })
+        }
+        Op::Ordered {
+            table,
+            key,
+            column,
+            op,
+            order,
+            value,
+        } => {
+            let (order, value) = (*order, value.as_slice());
+            let split = match op {
+                OrderedOp::OPut => SplitOp::OPut { order, value },
+                OrderedOp::TopK => SplitOp::TopKInsert { order, value },
+            };
+            OpResult::Done(tx.apply(*table, *key, *column as usize, split)?)
         }
     })
 }

@@ -9,10 +9,13 @@
 
 mod catalog;
 mod conn;
+mod durable;
 mod engine;
 mod exec;
 mod interactive;
 mod procedures;
+mod schema;
+mod tpcc_terminal;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -44,6 +47,9 @@ pub struct ServerConfig {
     pub max_frame: usize,
     /// The most connections served at once; further ones are closed at once.
     pub max_connections: usize,
+    /// Durable operation in a data directory (`occ` only; see `crate::durable`): commits are
+    /// acknowledged once durable, and a restart recovers every acknowledged one.
+    pub durability: Option<phasedb_txn::Durability>,
 }
 
 impl Default for ServerConfig {
@@ -56,6 +62,7 @@ impl Default for ServerConfig {
             token: None,
             max_frame: phasedb_proto::DEFAULT_MAX_FRAME,
             max_connections: 4096,
+            durability: None,
         }
     }
 }
@@ -73,18 +80,28 @@ pub const PROTOCOLS: &[&str] = &[
     "doppel",
 ];
 
-/// The engine for protocol `name`.
-pub fn engine(name: &str, threads: usize) -> Result<Arc<dyn Engine>, String> {
+/// The engine for protocol `name`, durable in `durability`'s directory if given (`occ` only).
+pub fn engine(
+    name: &str,
+    threads: usize,
+    durability: Option<&phasedb_txn::Durability>,
+) -> Result<Arc<dyn Engine>, String> {
+    if durability.is_some() && name != "occ" {
+        return Err(format!(
+            "a data directory needs the occ protocol (its commit logs; see docs/durability.md), not {name}"
+        ));
+    }
+    let d = durability;
     Ok(match name {
-        "occ" => engine::EngineOf::<Occ>::start(threads),
-        "nocc" => engine::EngineOf::<NoCc>::start(threads),
-        "2pl-nowait" => engine::EngineOf::<TwoPlNoWait>::start(threads),
-        "2pl-waitdie" => engine::EngineOf::<TwoPlWaitDie>::start(threads),
-        "2pl" => engine::EngineOf::<TwoPlBlocking>::start(threads),
-        "tictoc" => engine::EngineOf::<TicToc>::start(threads),
-        "swisstm" => engine::EngineOf::<SwissTm>::start(threads),
-        "adaptive" => engine::EngineOf::<Adaptive>::start(threads),
-        "doppel" => engine::EngineOf::<Doppel>::start(threads),
+        "occ" => engine::EngineOf::<Occ>::start(threads, d)?,
+        "nocc" => engine::EngineOf::<NoCc>::start(threads, d)?,
+        "2pl-nowait" => engine::EngineOf::<TwoPlNoWait>::start(threads, d)?,
+        "2pl-waitdie" => engine::EngineOf::<TwoPlWaitDie>::start(threads, d)?,
+        "2pl" => engine::EngineOf::<TwoPlBlocking>::start(threads, d)?,
+        "tictoc" => engine::EngineOf::<TicToc>::start(threads, d)?,
+        "swisstm" => engine::EngineOf::<SwissTm>::start(threads, d)?,
+        "adaptive" => engine::EngineOf::<Adaptive>::start(threads, d)?,
+        "doppel" => engine::EngineOf::<Doppel>::start(threads, d)?,
         _ => {
             return Err(format!(
                 "unknown protocol {name}; one of {}",
@@ -134,7 +151,7 @@ impl Server {
                 phasedb_txn::MAX_WORKERS / 2
             ));
         }
-        let engine = engine(&config.protocol, config.threads)?;
+        let engine = engine(&config.protocol, config.threads, config.durability.as_ref())?;
         let (shutdown, _) = tokio::sync::watch::channel(false);
         let shared = Arc::new(Shared {
             engine,
@@ -161,6 +178,11 @@ impl Server {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// What the data directory recovered at start, when the server is durable.
+    pub fn recovery(&self) -> Option<phasedb_txn::Recovery> {
+        self.shared.engine.recovery()
     }
 
     /// Connections being served.

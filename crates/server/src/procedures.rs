@@ -7,6 +7,7 @@
 //! - `tpcc.setup(warehouses)`: creates and loads TPC-C's nine tables; returns the first id.
 //! - `tpcc.new_order(warehouse)`, `tpcc.payment(warehouse)`: one NewOrder or Payment with a home
 //!   warehouse, its other inputs drawn by the server as the specification's terminal does.
+//! - `tpcc.order_status`, `tpcc.delivery`, `tpcc.stock_level`: see [`crate::tpcc_terminal`].
 
 use phasedb_proto::Value;
 use phasedb_txn::{Database, Procedures, Protocol, TxResult, Worker};
@@ -16,18 +17,24 @@ use phasedb_workloads::tpcc::{
 use phasedb_workloads::ycsb::{YcsbOp, YcsbProcedures, YcsbProceduresConfig, YcsbRequest};
 
 use crate::catalog::{Catalog, def_of};
+use crate::tpcc_terminal::{self, DeliveryHints, TerminalState};
 
 /// The procedures set up so far.
 #[derive(Default)]
 pub struct Installed {
     pub ycsb: Option<YcsbProcedures>,
     pub tpcc: Option<TpccProcedures>,
+    /// Delivery's hints, with `tpcc`.
+    pub tpcc_hints: Option<DeliveryHints>,
+    /// Added to an engine thread's index to number the history rows its Payments insert: past
+    /// the numbers of the rows a data directory recovered.
+    pub tpcc_origin_base: usize,
 }
 
 /// A bad call: unknown name or arguments that do not fit.
 pub type BadCall = String;
 
-fn u64_arg(args: &[Value], i: usize, what: &str) -> Result<u64, BadCall> {
+pub(crate) fn u64_arg(args: &[Value], i: usize, what: &str) -> Result<u64, BadCall> {
     match args.get(i) {
         Some(Value::U64(v)) => Ok(*v),
         Some(Value::I64(v)) if *v >= 0 => Ok(*v as u64),
@@ -40,13 +47,15 @@ pub fn is_setup(name: &str) -> bool {
     matches!(name, "ycsb.setup" | "tpcc.setup")
 }
 
-/// Runs a setup procedure with exclusive access to the database.
+/// Runs a setup procedure with exclusive access to the database: creates its tables and, with
+/// `load`, loads them (a data directory's replay creates them only: their rows are recovered).
 pub fn setup<P: Protocol>(
     name: &str,
     args: &[Value],
     db: &mut Database<P>,
     catalog: &mut Catalog,
     installed: &mut Installed,
+    load: bool,
 ) -> Result<Vec<Value>, BadCall> {
     let first = db.tables().len() as u32;
     match name {
@@ -67,7 +76,9 @@ pub fn setup<P: Protocol>(
             }
             let mut procs = YcsbProcedures::new(cfg);
             procs.create_tables(db);
-            procs.load_partition(db, 0);
+            if load {
+                procs.load_partition(db, 0);
+            }
             installed.ycsb = Some(procs);
         }
         "tpcc.setup" => {
@@ -95,10 +106,13 @@ pub fn setup<P: Protocol>(
                 return Err(format!("table {} exists", t.name()));
             }
             procs.create_tables(db);
-            procs.load_shared(db);
-            for p in 0..procs.partitions() {
-                procs.load_partition(db, p);
+            if load {
+                procs.load_shared(db);
+                for p in 0..procs.partitions() {
+                    procs.load_partition(db, p);
+                }
             }
+            installed.tpcc_hints = Some(DeliveryHints::new(procs.partitions()));
             installed.tpcc = Some(procs);
         }
         _ => return Err(format!("no setup procedure {name}")),
@@ -113,12 +127,17 @@ pub fn setup<P: Protocol>(
 pub struct Generators {
     index: usize,
     tpcc: Option<TpccGen>,
+    terminal: TerminalState,
 }
 
 impl Generators {
     /// The generators of engine thread `index`.
     pub fn new(index: usize) -> Generators {
-        Generators { index, tpcc: None }
+        Generators {
+            index,
+            tpcc: None,
+            terminal: TerminalState::new(index),
+        }
     }
 }
 
@@ -164,9 +183,10 @@ pub fn call<P: Protocol>(
                 return Err(format!("warehouse {w} is not 1..={}", procs.partitions()));
             }
             let index = gens.index;
+            let base = installed.tpcc_origin_base;
             let g = gens
                 .tpcc
-                .get_or_insert_with(|| procs.generator(index, 0x5eed ^ index as u64));
+                .get_or_insert_with(|| procs.generator(base + index, 0x5eed ^ index as u64));
             let want_new_order = name == "tpcc.new_order";
             let req = loop {
                 // The mix draws NewOrder and Payment alike; keep drawing until the one asked for.
@@ -176,6 +196,12 @@ pub fn call<P: Protocol>(
                 }
             };
             Ok(procs.run(&req, worker).map(|()| vec![]))
+        }
+        _ if tpcc_terminal::NAMES.contains(&name) => {
+            let (Some(procs), Some(hints)) = (&installed.tpcc, &installed.tpcc_hints) else {
+                return Err("call tpcc.setup first".into());
+            };
+            tpcc_terminal::call(name, args, procs, hints, &mut gens.terminal, worker)
         }
         _ => Err(format!("no procedure {name}")),
     }

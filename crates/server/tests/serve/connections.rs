@@ -167,3 +167,114 @@ fn a_pool_reuses_its_connections_across_threads() {
     // 4 threads x 25 requests went over at most 4 pooled connections (plus this test's own).
     assert!(s.connections() <= 5);
 }
+
+/// Raises this process's soft limit of open files toward `want` (at most the hard limit); returns
+/// the limit now in force.
+fn raise_fd_limit(want: u64) -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < want {
+            let raised = libc::rlimit {
+                rlim_cur: want.min(lim.rlim_max),
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
+/// A thousand connections open at once (fewer only if the hard limit of open files cannot hold
+/// both ends of them), each running an interactive transaction and a one-shot add, within a
+/// minute: every transaction commits, and a connection's statements see its own writes.
+#[test]
+fn a_thousand_concurrent_connections_each_run_a_transaction() {
+    // Both ends of every connection live in this process, plus the runtime's and the test's.
+    let limit = raise_fd_limit(4096);
+    let conns = 1000u64.min(limit.saturating_sub(200) / 2);
+    if conns < 1000 {
+        eprintln!("open-file limit {limit}: {conns} connections");
+    }
+    let s = server("occ", None);
+    let mut c = connect(&s);
+    let t = accounts(&mut c).id;
+    c.execute(vec![put(t, 0, 0)]).unwrap();
+    let addr = s.addr().to_string();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let peak = rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), async {
+            let mut clients = Vec::new();
+            for _ in 0..conns {
+                clients.push(AsyncClient::connect(&addr, None).await.unwrap());
+            }
+            let mut tasks = tokio::task::JoinSet::new();
+            for (i, client) in clients.into_iter().enumerate() {
+                let key = 1 + i as u64;
+                tasks.spawn(async move {
+                    let Response::Begun { txn } = client.call(&Request::Begin).await.unwrap()
+                    else {
+                        panic!("begin");
+                    };
+                    let stmt = |op| Request::Statement { txn, op };
+                    let r = client.call(&stmt(put(t, key, key as i64))).await.unwrap();
+                    assert_eq!(r, Response::Result(phasedb_client::OpResult::Done(false)));
+                    let get = Op::Get {
+                        table: t,
+                        key,
+                        columns: vec![0],
+                    };
+                    let r = client.call(&stmt(get)).await.unwrap();
+                    let want = vec![phasedb_client::Value::I64(key as i64)];
+                    assert_eq!(
+                        r,
+                        Response::Result(phasedb_client::OpResult::Row(Some(want)))
+                    );
+                    let r = client.call(&Request::Commit { txn }).await.unwrap();
+                    assert_eq!(r, Response::Committed);
+                    let add = Request::Execute(vec![Op::Apply {
+                        table: t,
+                        key: 0,
+                        column: 0,
+                        op: Arith::Add,
+                        arg: 1,
+                        commute: true,
+                    }]);
+                    assert!(matches!(
+                        client.call(&add).await.unwrap(),
+                        Response::Results(_)
+                    ));
+                    client
+                });
+            }
+            let mut done = Vec::new();
+            while let Some(r) = tasks.join_next().await {
+                done.push(r.unwrap());
+            }
+            // Every connection is still open here.
+            let peak = s.connections();
+            drop(done);
+            peak
+        })
+        .await
+        .expect("a thousand connections are served within a minute")
+    });
+    // The test's own blocking connection is open too.
+    assert_eq!(peak, conns + 1);
+    assert_eq!(balance(&mut c, t, 0), Some(conns as i64));
+    for key in [1, conns / 2, conns] {
+        assert_eq!(balance(&mut c, t, key), Some(key as i64));
+    }
+}

@@ -127,3 +127,60 @@ fn a_client_killed_mid_transaction_leaves_no_lock_held_and_nothing_applied() {
         assert!(matches!(c.call(&Request::Ping), Ok(Response::Pong { .. })));
     }
 }
+
+/// A transaction of 6,000 pipelined statements (a put and a read of 3,000 rows) sees its own
+/// writes and commits them all; each statement replays only the earlier writes to its row, so it
+/// takes a moment rather than the quadratic time of replaying the whole log each time.
+#[test]
+fn a_long_interactive_transaction_commits_every_statement() {
+    let s = server("occ", None);
+    let mut c = connect(&s);
+    let t = accounts(&mut c).id;
+    let Response::Begun { txn } = c.call(&Request::Begin).unwrap() else {
+        panic!("begin");
+    };
+    let n = 3000u64;
+    let started = std::time::Instant::now();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let reqs: Vec<Request> = chunk
+            .iter()
+            .flat_map(|&k| {
+                [
+                    Request::Statement {
+                        txn,
+                        op: put(t, k, k as i64 * 2),
+                    },
+                    Request::Statement {
+                        txn,
+                        op: Op::Get {
+                            table: t,
+                            key: k,
+                            columns: vec![0],
+                        },
+                    },
+                ]
+            })
+            .collect();
+        for (i, r) in c.pipeline(&reqs).unwrap().into_iter().enumerate() {
+            let k = chunk[i / 2] as i64;
+            let want = if i % 2 == 0 {
+                OpResult::Done(false)
+            } else {
+                OpResult::Row(Some(vec![Value::I64(k * 2)]))
+            };
+            assert_eq!(r, Response::Result(want));
+        }
+    }
+    assert_eq!(
+        c.call(&Request::Commit { txn }).unwrap(),
+        Response::Committed
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    for k in [0, n / 2, n - 1] {
+        assert_eq!(balance(&mut c, t, k), Some(k as i64 * 2));
+    }
+}

@@ -5,6 +5,7 @@ mod connections;
 mod frames;
 mod interactive;
 mod one_shot;
+mod ordered;
 mod procedures;
 
 use phasedb_client::{Client, ColumnDef, ColumnKind, Op, OpResult, TableDef, TableInfo, Value};

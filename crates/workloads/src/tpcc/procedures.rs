@@ -141,6 +141,12 @@ impl TpccProcedures {
         &self.tables
     }
 
+    /// The NURand constants of the load and of the run (the run's draw the inputs of the
+    /// transactions run beside NewOrder and Payment, such as `phasedb serve`'s Order-Status).
+    pub fn nurand_constants(&self) -> (NuRandC, NuRandC) {
+        (self.c_load, self.c_run)
+    }
+
     /// The warehouse of partition `p`: `p + 1`.
     pub fn warehouse(p: PartitionId) -> u32 {
         p + 1
