@@ -19,7 +19,10 @@
 //! workers for remote reads and votes.
 
 mod acks;
+pub mod dist;
+mod participant;
 pub mod pb_occ;
 mod workers;
 
+pub use dist::{DistNode, DistProtocol};
 pub use pb_occ::PbOccNode;
