@@ -577,7 +577,7 @@ where
             for b in &mut self.decide_bufs {
                 b.clear();
             }
-            w.write_replication(ReplicationMode::Operation, &mut self.decide_bufs, |t, k| {
+            w.write_replication(ReplicationMode::Value, &mut self.decide_bufs, |t, k| {
                 let owner = layout.primary(workload.partition_of(t, k)?);
                 (owner != me && contacted.contains(&owner)).then_some(owner as usize)
             });
@@ -657,6 +657,7 @@ where
     fn abort<T: Transport<StarMsg>>(&mut self, net: &mut T, id: u64, txn: Txn<W::Request>) {
         self.release_participants(net, id, &txn);
         self.workers.put(txn.worker);
+        self.requests.retried += 1;
         self.retry.push_back(txn.pending);
     }
 
