@@ -131,16 +131,17 @@ fn run<W: Wl>(s: &Scenario, workload: &W, dbs: &[Database<Star>]) -> (History, S
     stats.requests.retried += sim.node(2).stats().requests.retried;
     assert_eq!(sim.node(0).stats().committed(), 0, "node 0 masters nothing");
     for n in 0..NODES {
-        assert_eq!(sim.node(n).stats().replication.refused, 0, "seed {}", s.seed);
+        assert_eq!(
+            sim.node(n).stats().replication.refused,
+            0,
+            "seed {}",
+            s.seed
+        );
     }
     if !dbs[0].config().record_history {
         return (History::default(), stats);
     }
-    let history = History::merge(
-        (0..NODES)
-            .map(|n| sim.node_mut(n).take_history())
-            .collect(),
-    );
+    let history = History::merge((0..NODES).map(|n| sim.node_mut(n).take_history()).collect());
     assert_eq!(history.len() as u64, stats.committed(), "seed {}", s.seed);
     if let Err(a) = check_serializable(&history) {
         panic!(
@@ -179,7 +180,7 @@ fn converges_and_serializes(protocol: DistProtocol, replication: ReplicationSync
         };
         let (history, stats) = accounts_run(&s);
         assert!(
-            history.len() > 200,
+            history.len() > 100,
             "seed {seed}: only {} committed",
             history.len()
         );
@@ -233,7 +234,7 @@ fn no_wait_conflicts_abort_and_rerun_instead_of_deadlocking() {
             stats.requests.retried
         );
         assert!(
-            history.len() > 20 && stats.types[0].committed_cross > 20,
+            history.len() > 20 && stats.types.iter().map(|t| t.committed_cross).sum::<u64>() > 20,
             "{protocol:?}: {stats:?}"
         );
     }

@@ -56,7 +56,11 @@ impl Outbox {
         let mut dests: Vec<Vec<Addr>> = Vec::new();
         let group_of = (0..layout.partitions())
             .map(|p| {
-                let skip = if skip_primaries { layout.primary(p) } else { me };
+                let skip = if skip_primaries {
+                    layout.primary(p)
+                } else {
+                    me
+                };
                 let others: Vec<Addr> = layout
                     .replicas(p)
                     .iter()

@@ -122,7 +122,11 @@ impl RowLocks {
     /// the rows they name, which must be locked here; the groups stay locked, now holding the new
     /// TID, until [`RowLocks::release`]. Returns the records installed; a record of a row not
     /// locked here is refused.
-    pub fn install(&mut self, db: &Database<Star>, bytes: &[u8]) -> Result<usize, ReplicationError> {
+    pub fn install(
+        &mut self,
+        db: &Database<Star>,
+        bytes: &[u8],
+    ) -> Result<usize, ReplicationError> {
         let schema_of = |t: TableId| db.tables().get(t as usize).map(|t| t.schema());
         Decoder::new(bytes, schema_of).try_for_each(|r| r.map(|_| ()))?;
         let guard = phasedb_storage::pin();

@@ -437,8 +437,7 @@ where
                 }
             }
             if result.is_ok()
-                && w
-                    .prepared_writes()
+                && w.prepared_writes()
                     .any(|(t, k, update)| !update && owner_of(t, k).is_some())
             {
                 bad = Some("an insert or delete in a partition another node masters");
@@ -503,7 +502,14 @@ where
                 txn.contacted.push(owner);
             }
             txn.waiting += 1;
-            net.send(owner, StarMsg::Fetch { txn: id, lock, keys });
+            net.send(
+                owner,
+                StarMsg::Fetch {
+                    txn: id,
+                    lock,
+                    keys,
+                },
+            );
         }
         self.txns.insert(id, txn);
     }

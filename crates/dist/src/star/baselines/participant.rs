@@ -59,7 +59,14 @@ impl Participant {
                     self.buf.clear();
                 }
                 let bytes = std::mem::take(&mut self.buf);
-                net.send(home, StarMsg::Rows { txn: *txn, ok, bytes });
+                net.send(
+                    home,
+                    StarMsg::Rows {
+                        txn: *txn,
+                        ok,
+                        bytes,
+                    },
+                );
             }
             StarMsg::Prepare { txn, writes, reads } => {
                 let r = self.remote.entry((home, *txn)).or_default();
