@@ -85,9 +85,10 @@ fn run<W: Wl>(s: &Scenario, workload: &W, dbs: &[Database<Star>]) -> (History, S
     for n in 0..NODES {
         sim.node_mut(n).set_local_load(false);
     }
-    let stopped: Vec<u64> = (0..NODES).map(|n| sim.node(n).group()).collect();
+    let stopped: Vec<u64> = (0..NODES).map(|n| sim.node(n).completed_group()).collect();
     let quiet = sim.run_until_pred(sim.now() + 10_000 * MS, |sim| {
-        (0..NODES).all(|n| sim.node(n).is_idle() && sim.node(n).group() > stopped[n as usize])
+        (0..NODES)
+            .all(|n| sim.node(n).is_idle() && sim.node(n).completed_group() > stopped[n as usize])
     });
     assert!(
         quiet,

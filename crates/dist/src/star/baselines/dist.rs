@@ -59,6 +59,9 @@ use crate::star::stats::{
     latency_histogram,
 };
 
+/// A participant's part of a prepare: its node, the rows written there, the groups read there.
+type PreparePart = (Addr, Vec<(u32, u64)>, Vec<(u32, u64, u8, u64)>);
+
 /// Which distributed baseline a [`DistNode`] runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DistProtocol {
@@ -222,8 +225,8 @@ where
         })
     }
 
-    /// The last group whose writes are on every replica (what a benchmark's quiesce waits past).
-    pub fn group(&self) -> u64 {
+    /// The last group whose writes are on every replica (what a quiesce waits past).
+    pub fn completed_group(&self) -> u64 {
         self.complete_group
     }
 
@@ -517,7 +520,7 @@ where
     /// Dist-OCC's prepare: each participant locks the rows written there and validates the
     /// versions read there.
     fn prepare<T: Transport<StarMsg>>(&mut self, net: &mut T, id: u64, mut txn: Txn<W::Request>) {
-        let mut parts: Vec<(Addr, Vec<(u32, u64)>, Vec<(u32, u64, u8, u64)>)> = Vec::new();
+        let mut parts: Vec<PreparePart> = Vec::new();
         let w = self.workers.get(txn.worker);
         let writes: Vec<(u32, u64)> = w.prepared_writes().map(|(t, k, _)| (t, k)).collect();
         let reads: Vec<(u32, u64, u8, u64)> = w.prepared_reads().collect();
@@ -681,9 +684,7 @@ where
         let Some(txn) = self.txns.get_mut(&id) else {
             return;
         };
-        if !ok {
-            txn.failed = true;
-        } else if !rows.is_empty() && self.db.cache_rows(rows).is_err() {
+        if !ok || (!rows.is_empty() && self.db.cache_rows(rows).is_err()) {
             txn.failed = true;
         }
         txn.waiting -= 1;
