@@ -131,7 +131,7 @@ fn dist_occ_and_dist_s2pl_ycsb_clusters_commit_cross_partition_with_agreeing_rep
             "--replication",
             replication,
             "--cross-partition",
-            "20",
+            "0.2",
             "--rows",
             "300",
         ]);
