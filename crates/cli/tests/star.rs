@@ -116,6 +116,34 @@ fn a_pb_occ_sync_ycsb_cluster_commits_with_a_backup_equal_to_its_primary() {
     assert_eq!(v["consistency"], serde_json::json!(["ok", "ok"]), "{v}");
 }
 
+/// Dist-OCC and Dist-S2PL on 3 nodes (1 full, 2 partial replicas): cross-partition
+/// transactions commit through remote reads and two-phase commit, and every partition's replicas
+/// agree afterwards, under asynchronous and synchronous replication.
+#[test]
+fn dist_occ_and_dist_s2pl_ycsb_clusters_commit_cross_partition_with_agreeing_replicas() {
+    for (algorithm, replication) in [("dist-occ", "async"), ("dist-s2pl", "sync")] {
+        let v = bench_json(&[
+            "ycsb",
+            "--cluster",
+            "3",
+            "--algorithm",
+            algorithm,
+            "--replication",
+            replication,
+            "--cross-partition",
+            "0.2",
+            "--rows",
+            "300",
+        ]);
+        assert_eq!(v["protocol"], algorithm);
+        assert_eq!(v["config"]["replication"], replication);
+        let ycsb = &v["per_type"]["ycsb"];
+        assert!(ycsb["committed"].as_u64().unwrap() > 0, "{v}");
+        assert!(ycsb["committed_cross"].as_u64().unwrap() > 0, "{v}");
+        assert_eq!(v["replicas_agree"], true, "{v}");
+    }
+}
+
 #[test]
 fn baseline_flags_that_do_not_fit_exit_2() {
     let ycsb = |algorithm: &'static str, extra: &[&'static str]| {
@@ -128,12 +156,8 @@ fn baseline_flags_that_do_not_fit_exit_2() {
         "--replication applies to STAR's baselines",
     );
     refused(
-        &ycsb("dist-occ", &[]),
-        "--algorithm dist-occ is not built yet",
-    );
-    refused(
-        &ycsb("dist-s2pl", &[]),
-        "--algorithm dist-s2pl is not built yet",
+        &ycsb("dist-occ", &["--no-hybrid"]),
+        "--no-hybrid applies to --algorithm star only",
     );
     refused(
         &ycsb("pb-occ", &["--iteration-ms", "5"]),

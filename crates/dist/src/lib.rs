@@ -5,7 +5,8 @@
 //! - [`ramp`]: Read Atomic Multi-Partition transactions (Bailis et al., SIGMOD 2014) — partition
 //!   servers, clients, the lock and E-PCI baselines, the cluster benchmark.
 //! - [`star`]: STAR's phase-switching nodes (Lu et al., VLDB 2019) over the single-node engine, and
-//!   in [`star::baselines`] the baselines STAR is measured against in its framework (PB-OCC).
+//!   in [`star::baselines`] the baselines STAR is measured against in its framework (PB-OCC,
+//!   Dist-OCC, Dist-S2PL).
 //! - [`pdur`]: P-DUR and DUR replicas (Pacheco et al.): partitions certifying delivered transactions.
 //! - [`broadcast`]: atomic broadcast on raft-rs, one independent group per logical partition (P-DUR's
 //!   termination).

@@ -147,6 +147,11 @@ pub enum StarAlgorithm {
     /// PB-OCC: a primary (node 0) runs every transaction with Silo's OCC and replicates the
     /// values it writes to the other holders (its backup).
     PbOcc,
+    /// Dist-OCC: each partition's primary runs its transactions; remote reads, then lock, validate
+    /// and commit with two-phase commit, NO_WAIT.
+    DistOcc,
+    /// Dist-S2PL: like Dist-OCC, with remote rows locked (NO_WAIT) as they are read.
+    DistS2pl,
 }
 
 impl StarAlgorithm {
@@ -155,6 +160,8 @@ impl StarAlgorithm {
         match self {
             StarAlgorithm::Star => "star",
             StarAlgorithm::PbOcc => "pb-occ",
+            StarAlgorithm::DistOcc => "dist-occ",
+            StarAlgorithm::DistS2pl => "dist-s2pl",
         }
     }
 }

@@ -99,6 +99,9 @@ pub(crate) fn silo_commit<P: Protocol<Meta = TidWord>, const SPLIT_AWARE: bool>(
         commit::release(st, db);
         return Err(e);
     }
+    if ctx.prepare {
+        return Ok(());
+    }
     if writes {
         let tid = commit::choose_tid(st, *ctx.last_tid, epoch);
         if ctx.hold_locks {

@@ -344,6 +344,11 @@ pub struct CommitCtx<'a, P: Protocol> {
     /// Silo commits take write locks no-wait: a lock another transaction holds aborts at once
     /// instead of being waited for (the NO_WAIT policy of STAR's distributed baselines, §8.1.2).
     pub no_wait: bool,
+    /// Silo commits stop once the writes are locked and the reads validated, keeping the locks and
+    /// installing nothing: the transaction is *prepared* (two-phase commit's first phase, STAR's
+    /// Dist-OCC and Dist-S2PL, §8.1.2) until [`crate::Worker::finish_prepared`] installs it or
+    /// [`crate::Worker::abort_prepared`] releases it. Other protocols ignore it.
+    pub prepare: bool,
 }
 
 #[cfg(test)]

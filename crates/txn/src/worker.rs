@@ -17,11 +17,11 @@ use crate::tx::Tx;
 /// A per-thread context that runs transactions: its reusable transaction sets, its TID state,
 /// statistics and (when recording) its history. Create one per thread with [`Database::worker`].
 pub struct Worker<'db, P: Protocol> {
-    db: &'db Database<P>,
-    id: u32,
-    slot: usize,
-    state: TxState<P::Meta>,
-    last_tid: u64,
+    pub(crate) db: &'db Database<P>,
+    pub(crate) id: u32,
+    pub(crate) slot: usize,
+    pub(crate) state: TxState<P::Meta>,
+    pub(crate) last_tid: u64,
     rng: u64,
     stats: Stats,
     progress: Arc<CachePadded<AtomicU64>>,
@@ -35,7 +35,7 @@ pub struct Worker<'db, P: Protocol> {
     sample: u64,
     /// The worker's registration with the epoch-based reclamation of the storage layer (pinning
     /// through it skips a thread-local lookup per attempt).
-    epoch_handle: crossbeam_epoch::LocalHandle,
+    pub(crate) epoch_handle: crossbeam_epoch::LocalHandle,
     /// The footprint of the transaction last stashed.
     stashed: Footprint,
     /// Rows to prefetch when the next attempt starts: records, and index slots (see
@@ -44,20 +44,29 @@ pub struct Worker<'db, P: Protocol> {
     ahead_slots: Footprint,
     /// The TID of the transaction [`Worker::execute`] last committed with writes (0: the last call
     /// committed nothing, or only read); its sets stay in `state` until the next call.
-    committed: u64,
+    pub(crate) committed: u64,
     /// Commits keep their write locks until [`Worker::release_locks`] ([`CommitCtx::hold_locks`]).
-    hold_locks: bool,
+    pub(crate) hold_locks: bool,
     /// Conflicts abort at once and are returned, without waiting for locks ([`CommitCtx::no_wait`]).
     no_wait: bool,
     /// The last commit installed its writes and still holds their locks.
-    holding: bool,
+    pub(crate) holding: bool,
+    /// Commits stop prepared ([`CommitCtx::prepare`], see [`Worker::set_prepare`]).
+    pub(crate) prepare: bool,
+    /// The last transaction is prepared: its write locks held, nothing installed.
+    pub(crate) prepared: bool,
+    /// How a prepared transaction's locks are released (set by [`Worker::set_prepare`]).
+    pub(crate) release_prepared: Option<ReleasePrepared<P>>,
     /// How held locks are released (set by [`Worker::set_hold_locks`], for protocols with TID
     /// words); the worker's drop releases what it still holds.
     release_held: Option<ReleaseHeld<P>>,
     /// The type (statistics index) of the transaction the last call of [`Worker::execute`]
     /// committed (`None`: it did not commit).
-    committed_type: Option<usize>,
+    pub(crate) committed_type: Option<usize>,
 }
+
+/// Releases a prepared transaction's locks, restoring the words they replaced.
+pub(crate) type ReleasePrepared<P> = fn(&mut TxState<<P as Protocol>::Meta>, &Database<P>);
 
 /// Releases the locks a held commit kept, publishing its TID (see [`Worker::set_hold_locks`]).
 type ReleaseHeld<P> = fn(&mut TxState<<P as Protocol>::Meta>, &Database<P>, u64);
@@ -107,6 +116,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
             hold_locks: false,
             no_wait: false,
             holding: false,
+            prepare: false,
+            prepared: false,
+            release_prepared: None,
             release_held: None,
             committed_type: None,
         }
@@ -152,8 +164,8 @@ impl<'db, P: Protocol> Worker<'db, P> {
         mut procedure: impl FnMut(&mut Tx<'_, 'db, P>) -> TxResult<R>,
     ) -> TxResult<R> {
         assert!(
-            !self.holding,
-            "Worker::release_locks must end the last commit's hold before the next transaction"
+            !self.holding && !self.prepared,
+            "Worker::release_locks (or finish_prepared/abort_prepared) must end the last commit's hold before the next transaction"
         );
         let clock = &self.db.clock;
         self.sample = self.sample.wrapping_add(1);
@@ -202,6 +214,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
                             tid: 0,
                             hold_locks: self.hold_locks,
                             no_wait: self.no_wait,
+                            prepare: self.prepare,
                         };
                         let committed = P::commit(&mut self.state, &mut ctx);
                         let tid = ctx.tid;
@@ -228,7 +241,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     P::on_conflict(&mut self.state, db);
                 }
             }
-            if let (Ok((_, tid)), Some(h)) = (&outcome, &mut self.history) {
+            if let (Ok((_, tid)), Some(h), false) = (&outcome, &mut self.history, self.prepare) {
                 crate::record::record_commit(db, &self.state, *tid, self.id, h);
             }
             drop(guard);
@@ -237,7 +250,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
             match outcome {
                 Ok((value, tid)) => {
                     self.committed = tid;
-                    self.holding = self.hold_locks && self.state.locks.iter().any(|l| l.held);
+                    self.prepared = self.prepare;
+                    self.holding =
+                        !self.prepare && self.hold_locks && self.state.locks.iter().any(|l| l.held);
                     self.committed_type = Some(ty);
                     let s = self.stats.of_type(ty);
                     s.committed += 1;
@@ -535,6 +550,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
 
 impl<P: Protocol> Drop for Worker<'_, P> {
     fn drop(&mut self) {
+        if let (true, Some(release)) = (self.prepared, self.release_prepared) {
+            release(&mut self.state, self.db);
+        }
         if let (true, Some(release)) = (self.holding, self.release_held) {
             release(&mut self.state, self.db, self.committed);
         }

@@ -77,9 +77,11 @@ fn algorithm(args: &ClusterArgs) -> Result<(StarAlgorithm, ReplicationSync), Str
     let algorithm = match args.algorithm.as_str() {
         "star" => StarAlgorithm::Star,
         "pb-occ" => StarAlgorithm::PbOcc,
+        "dist-occ" => StarAlgorithm::DistOcc,
+        "dist-s2pl" => StarAlgorithm::DistS2pl,
         other => {
             return Err(format!(
-                "--algorithm {other} is not built yet (STAR's framework runs star and pb-occ)"
+                "--algorithm {other} is not one of STAR's framework (star, pb-occ, dist-occ, dist-s2pl)"
             ));
         }
     };
@@ -89,7 +91,7 @@ fn algorithm(args: &ClusterArgs) -> Result<(StarAlgorithm, ReplicationSync), Str
     };
     if algorithm == StarAlgorithm::Star && args.replication.is_some() {
         return Err(
-            "--replication applies to STAR's baselines (--algorithm pb-occ): STAR replicates \
+            "--replication applies to STAR's baselines (pb-occ, dist-occ, dist-s2pl): STAR replicates \
              asynchronously and releases results at its replication fences"
                 .into(),
         );

@@ -17,7 +17,7 @@
 //! - [`stats`]: counters a benchmark gathers with a [`msg::Query`].
 //! - [`serve`](mod@serve): running a node over TCP from the cluster file's `[star]` table.
 //! - [`client`]: a blocking client that sends requests and queries to a node over TCP.
-//! - [`baselines`]: PB-OCC (and later Dist-OCC, Dist-S2PL) on these nodes (§8.1.2).
+//! - [`baselines`]: PB-OCC, Dist-OCC and Dist-S2PL on these nodes (§8.1.2).
 //! - [`bench`](mod@bench): the cluster benchmark — the nodes' own load, counters polled every
 //!   100 ms, then quiescing and comparing every partition's replicas.
 //!

@@ -233,6 +233,69 @@ pub enum StarMsg {
         /// The answer.
         answer: Answer,
     },
+    /// Dist-OCC/Dist-S2PL, home to a partition's primary: the rows `keys` (table, key) for the
+    /// home's transaction `txn` — a remote read, locking the rows first under S2PL (`lock`).
+    Fetch {
+        /// The home's id for the transaction.
+        txn: u64,
+        /// Lock the rows (NO_WAIT) and hold them until the decision.
+        lock: bool,
+        /// The rows.
+        keys: Vec<(u32, u64)>,
+    },
+    /// Primary to home: the rows fetched, as replication records with their TIDs; `ok` false if
+    /// one was locked (NO_WAIT: the transaction aborts).
+    Rows {
+        /// The home's id for the transaction.
+        txn: u64,
+        /// Every row was read (and locked, if asked).
+        ok: bool,
+        /// The rows.
+        #[serde(with = "serde_bytes")]
+        bytes: Vec<u8>,
+    },
+    /// Home to participant, two-phase commit's prepare (Dist-OCC): lock `writes` (NO_WAIT) and
+    /// validate `reads` (table, key, column group, TID word read); answered with a vote.
+    Prepare {
+        /// The home's id for the transaction.
+        txn: u64,
+        /// Rows written.
+        writes: Vec<(u32, u64)>,
+        /// Column groups read, with the words observed.
+        reads: Vec<(u32, u64, u8, u64)>,
+    },
+    /// Home to participant: validate the prepare's reads again, now that every participant holds
+    /// its locks; answered with a vote.
+    Validate {
+        /// The home's id for the transaction.
+        txn: u64,
+    },
+    /// Participant to home: its vote on `txn`.
+    Vote {
+        /// The home's id for the transaction.
+        txn: u64,
+        /// Locked and valid.
+        yes: bool,
+    },
+    /// Home to participant: the decision. A commit installs `bytes` (the transaction's writes of
+    /// the participant's rows, as replication records with its TID) and releases the locks, or
+    /// keeps them until [`StarMsg::Release`] when `hold` (synchronous replication).
+    Decide {
+        /// The home's id for the transaction.
+        txn: u64,
+        /// Commit (else abort: release everything).
+        commit: bool,
+        /// Keep the locks until released.
+        hold: bool,
+        /// The writes.
+        #[serde(with = "serde_bytes")]
+        bytes: Vec<u8>,
+    },
+    /// Home to participant: the transaction's writes are on every replica; release its locks.
+    Release {
+        /// The home's id for the transaction.
+        txn: u64,
+    },
 }
 
 #[cfg(test)]

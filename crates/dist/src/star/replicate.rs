@@ -43,14 +43,29 @@ pub(crate) struct Outbox {
 impl Outbox {
     /// The outbox of node `me`: groups from the layout's holders of each partition but `me`.
     pub(crate) fn new(me: Addr, layout: &Layout) -> Outbox {
+        Outbox::with_dests(me, layout, false)
+    }
+
+    /// The outbox of node `me` under Dist-OCC/Dist-S2PL: a partition another node masters is
+    /// replicated to its holders but that primary, which installs the writes at the decision.
+    pub(crate) fn without_primaries(me: Addr, layout: &Layout) -> Outbox {
+        Outbox::with_dests(me, layout, true)
+    }
+
+    fn with_dests(me: Addr, layout: &Layout, skip_primaries: bool) -> Outbox {
         let mut dests: Vec<Vec<Addr>> = Vec::new();
         let group_of = (0..layout.partitions())
             .map(|p| {
+                let skip = if skip_primaries {
+                    layout.primary(p)
+                } else {
+                    me
+                };
                 let others: Vec<Addr> = layout
                     .replicas(p)
                     .iter()
                     .copied()
-                    .filter(|&n| n != me)
+                    .filter(|&n| n != me && n != skip)
                     .collect();
                 if others.is_empty() {
                     return None;

@@ -12,7 +12,7 @@ use phasedb_net::tcp::{TcpOptions, run};
 use phasedb_net::{Addr, ClusterConfig, StarAlgorithm};
 use phasedb_txn::Procedures;
 
-use crate::star::baselines::PbOccNode;
+use crate::star::baselines::{DistNode, DistProtocol, PbOccNode};
 use crate::star::layout::Layout;
 use crate::star::node::{StarNode, StarSettings, open_database};
 use crate::star::stats::StarStats;
@@ -82,6 +82,17 @@ where
         }
         StarAlgorithm::PbOcc => {
             let mut node = PbOccNode::new(id, layout, settings, &db, &workload)
+                .map_err(|e| invalid(e.to_string()))?;
+            run(&mut node, opts, shutdown).await?;
+            Ok(node.stats())
+        }
+        StarAlgorithm::DistOcc | StarAlgorithm::DistS2pl => {
+            let protocol = if star.algorithm == StarAlgorithm::DistOcc {
+                DistProtocol::Occ
+            } else {
+                DistProtocol::S2pl
+            };
+            let mut node = DistNode::new(id, protocol, layout, settings, &db, &workload)
                 .map_err(|e| invalid(e.to_string()))?;
             run(&mut node, opts, shutdown).await?;
             Ok(node.stats())

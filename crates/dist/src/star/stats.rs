@@ -106,6 +106,9 @@ pub struct RequestCounts {
     /// Generated requests dropped because they did not touch what the phase runs (the workload
     /// drew a cross-partition request when asked for a single-partition one).
     pub discarded: u64,
+    /// Transactions rerun after a NO_WAIT conflict, a failed validation or a participant's no
+    /// (the distributed baselines).
+    pub retried: u64,
 }
 
 /// Every counter of a STAR node.

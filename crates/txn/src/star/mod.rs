@@ -32,9 +32,11 @@ pub(crate) mod apply;
 mod digest;
 pub(crate) mod format;
 mod protocol;
+mod remote;
 mod replicate;
 
 pub use apply::Applied;
 pub use format::{MAGIC, MAX_BATCH_BYTES, RecordKind, ReplicationError};
 pub use protocol::{Star, StarMode, StarShared};
+pub use remote::RowLocks;
 pub use replicate::ReplicationMode;

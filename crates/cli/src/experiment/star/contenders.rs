@@ -51,13 +51,27 @@ impl Contender {
     }
 }
 
-/// STAR and every baseline this build runs, with both replications (§8.1.3). Dist-OCC and
-/// Dist-S2PL join here once `phasedb_dist::star::baselines` runs them.
+/// STAR and every baseline, with both replications (§8.1.3).
 pub const CONTENDERS: &[Contender] = &[
     Contender::STAR,
     Contender::new(StarAlgorithm::PbOcc, ReplicationSync::Async),
     Contender::new(StarAlgorithm::PbOcc, ReplicationSync::Sync),
+    Contender::new(StarAlgorithm::DistOcc, ReplicationSync::Async),
+    Contender::new(StarAlgorithm::DistOcc, ReplicationSync::Sync),
+    Contender::new(StarAlgorithm::DistS2pl, ReplicationSync::Async),
+    Contender::new(StarAlgorithm::DistS2pl, ReplicationSync::Sync),
 ];
+
+impl Contender {
+    /// Dist-OCC or Dist-S2PL: partitioned, with remote point reads only (a remote scan, such as
+    /// TPC-C Payment's customer by last name on another warehouse, fails its request).
+    pub fn is_distributed(&self) -> bool {
+        matches!(
+            self.algorithm,
+            StarAlgorithm::DistOcc | StarAlgorithm::DistS2pl
+        )
+    }
+}
 
 /// The contenders running with `replication` (STAR counted as asynchronous).
 pub fn replicating(replication: ReplicationSync) -> impl Iterator<Item = Contender> {

@@ -14,12 +14,18 @@
 //! once every write before the group commit is on every replica; locks released at commit) or with
 //! **synchronous replication** (write locks held until the replicas acknowledged the transaction's
 //! writes, then its result released), §8.1.3. What they assume: no node fails and the network
-//! loses nothing, like STAR here. Not built yet: Dist-OCC and Dist-S2PL (partitioned, remote reads
-//! and two-phase commit with NO_WAIT locks); their transactions would park on the same virtual
-//! workers for remote reads and votes.
+//! loses nothing, like STAR here.
+//!
+//! - [`dist`]: Dist-OCC and Dist-S2PL — partitioned, a transaction's home primary runs it, remote
+//!   reads from the other primaries, two-phase commit with NO_WAIT locks; a transaction parks on
+//!   its virtual worker while it waits for rows and votes. `participant`: the other primaries'
+//!   side.
 
 mod acks;
+pub mod dist;
+mod participant;
 pub mod pb_occ;
 mod workers;
 
+pub use dist::{DistNode, DistProtocol};
 pub use pb_occ::PbOccNode;

@@ -50,8 +50,12 @@ impl<'db> VirtualWorkers<'db> {
         &mut self.workers[i]
     }
 
-    /// Frees worker `i`, releasing the write locks its last commit kept.
+    /// Frees worker `i`, releasing the write locks its last commit kept (or its prepared
+    /// transaction's).
     pub(crate) fn put(&mut self, i: usize) {
+        if self.workers[i].is_prepared() {
+            self.workers[i].abort_prepared();
+        }
         self.workers[i].release_locks();
         self.free.push(i);
     }

@@ -1,0 +1,277 @@
+//! Rows read, locked and written on behalf of a transaction another node runs (STAR's distributed
+//! baselines, Dist-OCC and Dist-S2PL, Lu et al., VLDB 2019, §8.1.2): the *participant* side of
+//! remote reads and two-phase commit, and the *home* side's copies of the rows it fetched.
+//!
+//! - [`Database::read_rows`]: a remote read — the rows' column groups with their TID words, as
+//!   replication records (one upsert per group, carrying the group's TID, loaded rows TID 0).
+//! - [`RowLocks`]: the NO_WAIT locks a participant holds for one remote transaction — taken as it
+//!   reads (S2PL) or at prepare (OCC), validated against the versions the home read, then released
+//!   unchanged or with the transaction's writes installed (kept locked until the secondaries
+//!   acknowledged, under synchronous replication).
+//! - [`Database::cache_rows`]: the home node keeps the rows it fetched as records of its own
+//!   database, in partitions it does not hold, so the stored procedure reruns over them through
+//!   the ordinary `Tx` API; their TID words are the primary's, so the versions it reads are the
+//!   ones the participants validate.
+
+use std::sync::atomic::{Ordering, fence};
+
+use phasedb_storage::{InsertOutcome, RecordPtr, Schema, TableId};
+
+use crate::database::Database;
+use crate::error::Conflict;
+use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED, tid};
+
+use super::Star;
+use super::apply::unpack;
+use super::format::{Decoder, RecordKind, ReplicationError, push_upsert};
+
+/// One locked column group.
+struct Held {
+    table: TableId,
+    rec: RecordPtr<TidWord>,
+    group: u8,
+    /// The word before the lock, restored by a release that installs nothing.
+    prev: u64,
+    /// The word installed (under its lock while held), published by the release.
+    installed: Option<u64>,
+}
+
+/// The locks a participant holds for one remote transaction (see the module doc).
+#[derive(Default)]
+pub struct RowLocks {
+    held: Vec<Held>,
+    row: Vec<u64>,
+}
+
+impl RowLocks {
+    /// No locks.
+    pub fn new() -> Self {
+        RowLocks::default()
+    }
+
+    /// Whether no lock is held.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    fn holds(&self, rec: RecordPtr<TidWord>, g: usize) -> bool {
+        self.held
+            .iter()
+            .any(|h| h.rec == rec && h.group as usize == g)
+    }
+
+    /// Locks every column group of row `key` of table `t`, NO_WAIT: a group another holds is a
+    /// conflict (the locks taken so far stay, for [`RowLocks::release`]). False if no such row.
+    pub fn lock(&mut self, db: &Database<Star>, t: TableId, key: u64) -> Result<bool, Conflict> {
+        let guard = phasedb_storage::pin();
+        let table = db.table(t);
+        let Some(rec) = table.get(key, &guard) else {
+            return Ok(false);
+        };
+        let layout = table.layout();
+        for g in 0..table.schema().groups().len() {
+            if self.holds(rec, g) {
+                continue;
+            }
+            let meta = rec.meta(layout, g);
+            let word = meta.load();
+            if word & LOCK != 0 {
+                return Err(Conflict::WriteLocked);
+            }
+            if word & (ABSENT | UNLINKED) != 0 {
+                return Ok(false);
+            }
+            if !meta.try_lock(word) {
+                return Err(Conflict::WriteLocked);
+            }
+            self.held.push(Held {
+                table: t,
+                rec,
+                group: g as u8,
+                prev: word,
+                installed: None,
+            });
+        }
+        fence(Ordering::Release);
+        Ok(true)
+    }
+
+    /// Whether group `g` of row `key` still holds the version `observed` (a word without the lock
+    /// bit) and nobody else has it locked.
+    pub fn validate(
+        &self,
+        db: &Database<Star>,
+        t: TableId,
+        key: u64,
+        g: u8,
+        observed: u64,
+    ) -> bool {
+        let guard = phasedb_storage::pin();
+        let table = db.table(t);
+        let Some(rec) = table.get(key, &guard) else {
+            return false;
+        };
+        if g as usize >= table.schema().groups().len() {
+            return false;
+        }
+        let word = rec.meta(table.layout(), g as usize).load();
+        word & !LOCK == observed && (word & LOCK == 0 || self.holds(rec, g as usize))
+    }
+
+    /// Installs the upserts of `bytes` (replication records carrying the transaction's TID) into
+    /// the rows they name, which must be locked here; the groups stay locked, now holding the new
+    /// TID, until [`RowLocks::release`]. Returns the records installed; a record of a row not
+    /// locked here is refused.
+    pub fn install(
+        &mut self,
+        db: &Database<Star>,
+        bytes: &[u8],
+    ) -> Result<usize, ReplicationError> {
+        let schema_of = |t: TableId| db.tables().get(t as usize).map(|t| t.schema());
+        Decoder::new(bytes, schema_of).try_for_each(|r| r.map(|_| ()))?;
+        let guard = phasedb_storage::pin();
+        let mut n = 0;
+        for r in Decoder::new(bytes, schema_of).flatten() {
+            if r.kind != RecordKind::Upsert {
+                continue;
+            }
+            let table = db.table(r.table);
+            let (schema, layout) = (table.schema(), table.layout());
+            let Some(rec) = table.get(r.key, &guard) else {
+                continue;
+            };
+            self.row.resize(schema.row_words(), 0);
+            unpack(schema, r.columns, r.data, &mut self.row);
+            let groups = schema.groups_of(r.columns);
+            for h in &mut self.held {
+                if h.rec != rec || groups & (1 << h.group) == 0 {
+                    continue;
+                }
+                let cols = schema.groups()[h.group as usize].columns & r.columns;
+                rec.install_columns(layout, schema, cols, &self.row);
+                rec.meta(layout, h.group as usize).publish(r.tid | LOCK);
+                h.installed = Some(r.tid);
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Releases every lock: a group installed publishes its new TID, the others their old word.
+    pub fn release(&mut self, db: &Database<Star>) {
+        for h in self.held.drain(..) {
+            let layout = db.table(h.table).layout();
+            h.rec
+                .meta(layout, h.group as usize)
+                .publish(h.installed.unwrap_or(h.prev));
+        }
+    }
+}
+
+impl Database<Star> {
+    /// Appends rows `keys` (table, key) to `buf` as replication records, one upsert per column
+    /// group with the group's TID (a remote read). Rows absent here are left out. A group locked by
+    /// a transaction other than the one holding `locks` is a conflict (NO_WAIT).
+    pub fn read_rows(
+        &self,
+        keys: impl IntoIterator<Item = (TableId, u64)>,
+        locks: Option<&RowLocks>,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), Conflict> {
+        let guard = phasedb_storage::pin();
+        let mut row = Vec::new();
+        for (t, key) in keys {
+            let Some(table) = self.tables().get(t as usize) else {
+                continue;
+            };
+            let Some(rec) = table.get(key, &guard) else {
+                continue;
+            };
+            let (schema, layout) = (table.schema(), table.layout());
+            row.clear();
+            row.resize(schema.row_words(), 0);
+            for (g, group) in schema.groups().iter().enumerate() {
+                let out = &mut row[group.word..group.word + group.words];
+                let meta = rec.meta(layout, g);
+                let word = if locks.is_some_and(|l| l.holds(rec, g)) {
+                    rec.copy_group(layout, g, out);
+                    meta.load() & !LOCK
+                } else {
+                    meta.read_stable(|_| rec.copy_group(layout, g, out))
+                        .map_err(|_| Conflict::WriteLocked)?
+                };
+                if word & (ABSENT | UNLINKED) != 0 {
+                    continue;
+                }
+                push_upsert(buf, schema, t, key, tid(word), group.columns, &row);
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps the rows of `bytes` (from [`Database::read_rows`]) as records here, each group with
+    /// the TID it carries unless it holds a later one or is locked by a transaction running here.
+    /// For rows of partitions this node does not hold: it never replicates or digests them.
+    pub fn cache_rows(&self, bytes: &[u8]) -> Result<usize, ReplicationError> {
+        let schema_of = |t: TableId| self.tables().get(t as usize).map(|t| t.schema());
+        Decoder::new(bytes, schema_of)
+            .with_zero_tids()
+            .try_for_each(|r| r.map(|_| ()))?;
+        let guard = phasedb_storage::pin();
+        let mut row = Vec::new();
+        let mut n = 0;
+        for r in Decoder::new(bytes, schema_of).with_zero_tids().flatten() {
+            if r.kind != RecordKind::Upsert {
+                continue;
+            }
+            let table = self.table(r.table);
+            let (schema, layout) = (table.schema(), table.layout());
+            row.resize(schema.row_words(), 0);
+            unpack(schema, r.columns, r.data, &mut row);
+            let groups = schema.groups_of(r.columns);
+            let (rec, fresh) = match table.insert_with(r.key, &guard, |_| TidWord::new(LOCK), None)
+            {
+                InsertOutcome::Inserted(rec) => (rec, true),
+                InsertOutcome::Exists(rec) => (rec, false),
+            };
+            for g in 0..schema.groups().len() {
+                let meta = rec.meta(layout, g);
+                if fresh {
+                    fence(Ordering::Release);
+                    if groups & (1 << g) != 0 {
+                        install_group(schema, rec, layout, g, &row);
+                        meta.publish(r.tid);
+                    } else {
+                        // Filled by the row's next records (one per group).
+                        meta.publish(ABSENT);
+                    }
+                    continue;
+                }
+                if groups & (1 << g) == 0 {
+                    continue;
+                }
+                let word = meta.load();
+                if word & (LOCK | UNLINKED) != 0 || (word & ABSENT == 0 && tid(word) > r.tid) {
+                    continue;
+                }
+                if meta.try_lock(word) {
+                    fence(Ordering::Release);
+                    install_group(schema, rec, layout, g, &row);
+                    meta.publish(r.tid);
+                }
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+fn install_group(
+    schema: &Schema,
+    rec: RecordPtr<TidWord>,
+    layout: &phasedb_storage::RecordLayout,
+    g: usize,
+    row: &[u64],
+) {
+    rec.install_columns(layout, schema, schema.groups()[g].columns, row);
+}
