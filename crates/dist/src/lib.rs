@@ -6,6 +6,8 @@
 //!   servers, clients, the lock and E-PCI baselines, the cluster benchmark.
 //! - [`star`]: STAR's phase-switching nodes (Lu et al., VLDB 2019) over the single-node engine, and
 //!   in [`star::baselines`] the baselines STAR is measured against in its framework (PB-OCC).
+//! - [`calvin`]: Calvin's sequencer, deterministic lock manager and replica groups (Thomson et
+//!   al., SIGMOD 2012), as STAR's paper compares against it (§8.3).
 //! - [`pdur`]: P-DUR and DUR replicas (Pacheco et al.): partitions certifying delivered transactions.
 //! - [`broadcast`]: atomic broadcast on raft-rs, one independent group per logical partition (P-DUR's
 //!   termination).
@@ -14,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod broadcast;
+pub mod calvin;
 pub mod host;
 pub mod pdur;
 pub mod ramp;

@@ -145,6 +145,9 @@ pub enum StarAlgorithm {
     /// PB-OCC: a primary (node 0) runs every transaction with Silo's OCC and replicates the
     /// values it writes to the other holders (its backup).
     PbOcc,
+    /// Calvin (STAR §8.3): a sequencer orders 10 ms batches that every replica group runs
+    /// deterministically under a lock manager; `calvin_groups` splits the nodes into groups.
+    Calvin,
 }
 
 impl StarAlgorithm {
@@ -153,6 +156,7 @@ impl StarAlgorithm {
         match self {
             StarAlgorithm::Star => "star",
             StarAlgorithm::PbOcc => "pb-occ",
+            StarAlgorithm::Calvin => "calvin",
         }
     }
 }
@@ -235,6 +239,11 @@ pub struct StarConfig {
     /// Baselines only: milliseconds between group commits of asynchronous replication (§8.1.3).
     #[serde(default = "StarConfig::default_group_commit_ms")]
     pub group_commit_ms: f64,
+    /// Calvin only: the replica groups' sizes in nodes, in node order (STAR §8.3's Calvin-1:3 is
+    /// `[1, 3]`, Calvin-2:2 `[2, 2]`, Calvin-4 `[4]`); they add up to the cluster's nodes. Default:
+    /// one group of every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calvin_groups: Option<Vec<u32>>,
 }
 
 impl StarConfig {
@@ -281,6 +290,7 @@ impl StarConfig {
             replication: ReplicationSync::Async,
             virtual_workers: Self::default_virtual_workers(),
             group_commit_ms: Self::default_group_commit_ms(),
+            calvin_groups: None,
         }
     }
 
@@ -342,6 +352,17 @@ impl StarConfig {
             return Err(invalid(
                 "[star] replication = \"sync\" is for the baselines: STAR replicates asynchronously and releases results at its replication fences",
             ));
+        }
+        if let Some(groups) = &self.calvin_groups {
+            if self.algorithm != StarAlgorithm::Calvin {
+                return Err(invalid("[star] calvin_groups applies to algorithm = \"calvin\""));
+            }
+            if groups.contains(&0) || groups.iter().map(|&g| g as u64).sum::<u64>() != nodes as u64
+            {
+                return Err(invalid(format!(
+                    "[star] calvin_groups {groups:?} must be positive sizes adding up to the {nodes} nodes"
+                )));
+            }
         }
         if !(0.0..=1.0).contains(&self.cross_partition) {
             return Err(invalid(format!(
