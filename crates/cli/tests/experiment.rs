@@ -120,7 +120,7 @@ fn unknown_and_unavailable_names_fail_with_a_hint() {
     assert!(err.contains("unknown experiment `no-such-thing`"), "{err}");
     assert!(err.contains("available in this build: incr1,"), "{err}");
     assert!(err.contains("granularity-ycsb"), "{err}");
-    let (code, _, err) = phasedb(&["experiment", "star-calvin"]);
+    let (code, _, err) = phasedb(&["experiment", "pdur-twitter"]);
     assert_eq!(code, 2);
     assert!(err.contains("not available"), "{err}");
     assert!(err.contains("granularity-ycsb"), "{err}");

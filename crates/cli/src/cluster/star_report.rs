@@ -61,6 +61,10 @@ fn replication_mode(star: &StarConfig) -> String {
         (StarAlgorithm::Star, _) => {
             "asynchronous, results released at the replication fence ending their phase".into()
         }
+        (StarAlgorithm::Calvin, _) => format!(
+            "of inputs: the sequencer's 10 ms batches go to every replica group ({}), each runs them deterministically",
+            calvin_groups(star)
+        ),
         (_, ReplicationSync::Async) => format!(
             "asynchronous, results released at a group commit every {} ms",
             star.group_commit_ms
@@ -69,6 +73,14 @@ fn replication_mode(star: &StarConfig) -> String {
             "synchronous, write locks held until the backup acknowledged ({} transactions in flight)",
             star.virtual_workers
         ),
+    }
+}
+
+/// Calvin's replica groups in STAR §8.3's style ("1:3").
+fn calvin_groups(star: &StarConfig) -> String {
+    match &star.calvin_groups {
+        Some(g) => g.iter().map(u32::to_string).collect::<Vec<_>>().join(":"),
+        None => "one group".into(),
     }
 }
 
@@ -165,6 +177,7 @@ pub fn json(r: &BenchReport, info: &RunInfo) -> String {
             "replication": star.replication.name(),
             "virtual_workers": star.virtual_workers,
             "group_commit_ms": star.group_commit_ms,
+            "calvin_groups": star.calvin_groups,
             "cross_partition": star.cross_partition,
             "seed": star.seed,
             "workload_args": star.workload_args,
@@ -263,6 +276,13 @@ pub fn table(r: &BenchReport, info: &RunInfo) -> String {
             r.share(c.partitioned_ns) * 100.0,
             r.share(c.single_master_ns) * 100.0,
             r.share(c.fence_ns) * 100.0
+        );
+    } else if star.algorithm == StarAlgorithm::Calvin {
+        let _ = writeln!(
+            out,
+            "batches: {:.0}/s; throughput is the slowest replica group's (groups {})",
+            r.phases_per_s(),
+            calvin_groups(star)
         );
     } else {
         let _ = writeln!(out, "group commits: {:.0}/s", r.phases_per_s());

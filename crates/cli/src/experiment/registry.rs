@@ -140,11 +140,12 @@ pub const ALL: &[Experiment] = &[
         setup: "YCSB at 10/50/90% cross-partition, 10 ms iteration; p50/p99 commit latency (STAR; baselines not built)",
         run: Some(super::star::latency::run),
     },
-    todo(
-        "star-calvin",
-        STAR,
-        "NewOrder; x = % cross-partition; STAR vs Calvin replica groups",
-    ),
+    Experiment {
+        name: "star-calvin",
+        paper: STAR,
+        setup: "NewOrder on 4 nodes; x = % cross-partition; STAR vs Calvin-1:3, -2:2 and -4",
+        run: Some(super::star::calvin::run),
+    },
     Experiment {
         name: "star-iteration",
         paper: STAR,
