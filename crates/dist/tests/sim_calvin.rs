@@ -71,7 +71,10 @@ fn run_groups(seed: u64, sizes: &[u32], w: &TpccProcedures, dbs: &[Database<Occ>
     let quiet = sim.run_until_pred(sim.now() + 10_000 * MS, |sim| {
         (0..groups.nodes()).all(|n| sim.node(n).finished() >= last && sim.node(n).is_idle())
     });
-    assert!(quiet, "seed {seed}: {sizes:?} did not finish batch {last} (replay: PHASEDB_SIM_SEED={seed})");
+    assert!(
+        quiet,
+        "seed {seed}: {sizes:?} did not finish batch {last} (replay: PHASEDB_SIM_SEED={seed})"
+    );
     let mut digests = vec![None; WAREHOUSES as usize];
     for n in 0..groups.nodes() {
         let node = sim.node(n);
@@ -87,18 +90,31 @@ fn run_groups(seed: u64, sizes: &[u32], w: &TpccProcedures, dbs: &[Database<Occ>
         }
     }
     let committed: Vec<u64> = (0..groups.groups())
-        .map(|g| groups.members(g).map(|n| sim.node(n).stats().committed()).sum())
+        .map(|g| {
+            groups
+                .members(g)
+                .map(|n| sim.node(n).stats().committed())
+                .sum()
+        })
         .collect();
-    assert!(committed.iter().all(|&c| c == committed[0]), "{committed:?}");
+    assert!(
+        committed.iter().all(|&c| c == committed[0]),
+        "{committed:?}"
+    );
     let history = sim.node_mut(0).take_history();
     let messages = sim.stats().sent;
     Outcome {
-        digests: digests.into_iter().map(|d| d.expect("every partition has an owner")).collect(),
+        digests: digests
+            .into_iter()
+            .map(|d| d.expect("every partition has an owner"))
+            .collect(),
         order: sim.node(0).order().to_vec(),
         committed: committed[0],
         messages,
         history_len: history.len(),
-        serializable: check_serializable(&history).map(|_| ()).map_err(|a| format!("{a:?}")),
+        serializable: check_serializable(&history)
+            .map(|_| ())
+            .map_err(|a| format!("{a:?}")),
     }
 }
 
@@ -123,7 +139,11 @@ fn serial_digests(order: &[Vec<u8>]) -> Vec<u64> {
     drop(worker);
     let one = Groups::new(&[1], WAREHOUSES).unwrap();
     let node = CalvinNode::new(0, one, CalvinSettings::default(), &db, &w, tpcc_locks).unwrap();
-    let mut d: Vec<(PartitionId, u64)> = node.digests().iter().map(|d| (d.partition, d.digest)).collect();
+    let mut d: Vec<(PartitionId, u64)> = node
+        .digests()
+        .iter()
+        .map(|d| (d.partition, d.digest))
+        .collect();
     d.sort();
     d.into_iter().map(|d| d.1).collect()
 }
@@ -137,8 +157,16 @@ fn every_replica_group_ends_as_a_serial_run_of_the_global_order() {
                 .map(|n| open_database(&mut w, n == 0))
                 .collect();
             let out = run_groups(seed, sizes, &w, &dbs);
-            assert!(out.order.len() > 200, "seed {seed}: only {} ordered", out.order.len());
-            assert!(out.committed > 100, "seed {seed}: {} committed", out.committed);
+            assert!(
+                out.order.len() > 200,
+                "seed {seed}: only {} ordered",
+                out.order.len()
+            );
+            assert!(
+                out.committed > 100,
+                "seed {seed}: {} committed",
+                out.committed
+            );
             assert_eq!(
                 out.digests,
                 serial_digests(&out.order),
@@ -147,7 +175,10 @@ fn every_replica_group_ends_as_a_serial_run_of_the_global_order() {
             if let Err(a) = &out.serializable {
                 panic!("seed {seed}: {sizes:?}: node 0's history is not serializable: {a}");
             }
-            assert!(out.history_len as u64 >= out.committed.min(1), "a history was recorded");
+            assert!(
+                out.history_len as u64 >= out.committed.min(1),
+                "a history was recorded"
+            );
         }
     }
 }

@@ -355,7 +355,9 @@ impl StarConfig {
         }
         if let Some(groups) = &self.calvin_groups {
             if self.algorithm != StarAlgorithm::Calvin {
-                return Err(invalid("[star] calvin_groups applies to algorithm = \"calvin\""));
+                return Err(invalid(
+                    "[star] calvin_groups applies to algorithm = \"calvin\"",
+                ));
             }
             if groups.contains(&0) || groups.iter().map(|&g| g as u64).sum::<u64>() != nodes as u64
             {

@@ -48,7 +48,11 @@ pub fn run(
             workload.name(),
             workload.args().join(" "),
             groups.owned(id),
-            if id == groups.sequencer() { ", sequencer" } else { "" },
+            if id == groups.sequencer() {
+                ", sequencer"
+            } else {
+                ""
+            },
             cfg.nodes[id as usize].addr
         );
     }
@@ -67,7 +71,15 @@ pub fn run(
         match workload {
             StarWorkload::Ycsb(c) => {
                 let w = YcsbProcedures::new(c);
-                serve(cfg, id, w, partition_locks::<YcsbProcedures>, listener, shutdown).await
+                serve(
+                    cfg,
+                    id,
+                    w,
+                    partition_locks::<YcsbProcedures>,
+                    listener,
+                    shutdown,
+                )
+                .await
             }
             StarWorkload::Tpcc(c) => {
                 let w = TpccProcedures::new(c);

@@ -21,7 +21,9 @@ use crate::star::stats::StarStats;
 fn stats_of(answer: Result<Answer, ClientError>, node: Addr) -> Result<StarStats, String> {
     match answer {
         Ok(Answer::Stats(s)) => Ok(*s),
-        Ok(other) => Err(format!("node {node} answered {other:?} to a counters query")),
+        Ok(other) => Err(format!(
+            "node {node} answered {other:?} to a counters query"
+        )),
         Err(e) => Err(format!("node {node}: {e}")),
     }
 }
@@ -48,9 +50,9 @@ pub fn compare_groups(groups: &Groups, answers: &[Vec<(u32, u64)>]) -> ReplicaCh
                 .and_then(|a| a.iter().find(|d| d.0 == p))
             {
                 Some(&(_, d)) => seen.push((n, d)),
-                None => check
-                    .problems
-                    .push(format!("node {n} owns partition {p} but gave no digest of it")),
+                None => check.problems.push(format!(
+                    "node {n} owns partition {p} but gave no digest of it"
+                )),
             }
         }
         if let Some(&(first, d0)) = seen.first()

@@ -112,7 +112,10 @@ mod tests {
         assert!(lm.acquire(1, &[(10, false), (11, true)]));
         assert!(lm.acquire(2, &[(10, false)]), "reads share");
         assert!(!lm.acquire(3, &[(10, true)]), "a write waits for the reads");
-        assert!(!lm.acquire(4, &[(10, false)]), "a read behind a waiting write waits");
+        assert!(
+            !lm.acquire(4, &[(10, false)]),
+            "a read behind a waiting write waits"
+        );
         let mut ready = Vec::new();
         lm.release(1, &[10, 11], &mut ready);
         assert!(ready.is_empty());

@@ -39,11 +39,11 @@ use phasedb_txn::{Config, Database, Occ, PartitionId, Procedures, TxError, Worke
 
 use crate::calvin::groups::Groups;
 use crate::calvin::locks::{LockManager, TxnId, batch_of, txn_id};
+use crate::star::LayoutError;
 use crate::star::msg::{Answer, Outcome, PartitionDigest, Query, StarMsg};
 use crate::star::stats::{
     LatencySnapshot, PhaseTimes, RequestCounts, StarStats, TypeCounts, latency_histogram,
 };
-use crate::star::LayoutError;
 
 /// Non-empty batches the sequencer lets be unfinished by the slowest node before it cuts empty ones.
 pub const MAX_OUTSTANDING: u64 = 2;
@@ -344,10 +344,16 @@ where
         let Some(s) = &mut self.sequencer else {
             return;
         };
-        if s.last_cut.is_some_and(|at| now < at + self.settings.batch_ns) {
+        if s.last_cut
+            .is_some_and(|at| now < at + self.settings.batch_ns)
+        {
             return;
         }
-        s.last_cut = Some(now);
+        // Cuts keep a 10 ms grid while a slice delays one by less than a period.
+        s.last_cut = Some(match s.last_cut {
+            Some(at) if now < at + 2 * self.settings.batch_ns => at + self.settings.batch_ns,
+            _ => now,
+        });
         let batch = s.next_batch;
         s.next_batch += 1;
         let slowest = s.done.iter().copied().min().unwrap_or(0);
@@ -417,7 +423,13 @@ where
 
     /// Requests the locks of one transaction of the batch being scheduled, if this node takes
     /// part in it.
-    fn schedule<T: Transport<StarMsg>>(&mut self, net: &mut T, id: TxnId, req: W::Request, now: u64) {
+    fn schedule<T: Transport<StarMsg>>(
+        &mut self,
+        net: &mut T,
+        id: TxnId,
+        req: W::Request,
+        now: u64,
+    ) {
         let touched = self.workload.touched(&req);
         let mut participants: SmallVec<[Addr; 4]> = SmallVec::new();
         for &p in touched.as_slice() {
@@ -447,8 +459,11 @@ where
             }
         });
         let granted = self.locks.acquire(id, &self.key_buf);
-        let others: SmallVec<[Addr; 4]> =
-            participants.iter().copied().filter(|&n| n != self.me).collect();
+        let others: SmallVec<[Addr; 4]> = participants
+            .iter()
+            .copied()
+            .filter(|&n| n != self.me)
+            .collect();
         let txn = Txn {
             home: participants[0] == self.me,
             cross: touched.is_cross(),
@@ -470,7 +485,10 @@ where
     /// `id` holds its locks here: its local reads are done, so the other participants hear of
     /// them; it runs once it heard from them all.
     fn on_granted<T: Transport<StarMsg>>(&mut self, net: &mut T, id: TxnId) {
-        let txn = self.txns.get_mut(&id).expect("granted transactions are known");
+        let txn = self
+            .txns
+            .get_mut(&id)
+            .expect("granted transactions are known");
         txn.granted = true;
         for &n in &txn.others {
             net.send(
@@ -516,7 +534,9 @@ where
                     Ok(()) => {
                         t.committed += 1;
                         t.committed_cross += u64::from(txn.cross);
-                        let _ = self.latency.record(net.now().saturating_sub(txn.since).max(1));
+                        let _ = self
+                            .latency
+                            .record(net.now().saturating_sub(txn.since).max(1));
                     }
                     Err(TxError::UserAbort) => t.aborted += 1,
                     Err(_) => t.failed += 1,

@@ -240,7 +240,10 @@ fn row(s: &Settings, p: &Point, mut runs: Vec<Run>, failure: Option<String>) -> 
         }
     };
     if let Some(r) = &median {
-        params.push(("cross_share".into(), format!("{:.4}", r.report.cross_share())));
+        params.push((
+            "cross_share".into(),
+            format!("{:.4}", r.report.cross_share()),
+        ));
         params.push(("per_s".into(), format!("{:.1}", r.report.phases_per_s())));
         params.push((
             "load_1min".into(),
@@ -396,8 +399,16 @@ fn artifacts(s: &Settings, w: &StarWorkload, rows: Vec<Row>, claims: Vec<Claim>)
     }
     r.heading("Every point");
     let header = [
-        "system", "cross %", "txn/s", "STAR over", "p50 ms", "p99 ms", "phases or batches/s",
-        "cross (measured)", "load", "status",
+        "system",
+        "cross %",
+        "txn/s",
+        "STAR over",
+        "p50 ms",
+        "p99 ms",
+        "phases or batches/s",
+        "cross (measured)",
+        "load",
+        "status",
     ];
     let lines: Vec<Vec<String>> = rows
         .iter()
@@ -452,7 +463,11 @@ mod tests {
     use super::*;
 
     fn at(system: &str, pct: f64, t: f64) -> Row {
-        fake::row(&[("system", system), ("cross_pct", &pct.to_string())], pct, t)
+        fake::row(
+            &[("system", system), ("cross_pct", &pct.to_string())],
+            pct,
+            t,
+        )
     }
 
     #[test]
@@ -465,9 +480,15 @@ mod tests {
             at("calvin-4", 100.0, 100.0),
         ];
         assert_eq!(speedup_claim(&paper, 0.0, 3.0, 9.0).verdict, Verdict::Holds);
-        assert_eq!(speedup_claim(&paper, 100.0, 2.0, 5.3).verdict, Verdict::Holds);
+        assert_eq!(
+            speedup_claim(&paper, 100.0, 2.0, 5.3).verdict,
+            Verdict::Holds
+        );
         let close = vec![at("star", 0.0, 200.0), at("calvin-1:3", 0.0, 100.0)];
-        assert_eq!(speedup_claim(&close, 0.0, 3.0, 9.0).verdict, Verdict::DoesNotHold);
+        assert_eq!(
+            speedup_claim(&close, 0.0, 3.0, 9.0).verdict,
+            Verdict::DoesNotHold
+        );
         assert!(matches!(
             speedup_claim(&close, 100.0, 2.0, 5.3).verdict,
             Verdict::NotChecked(_)
@@ -476,7 +497,11 @@ mod tests {
 
     #[test]
     fn every_calvin_point_gets_stars_speedup_at_its_share() {
-        let mut rows = vec![at("star", 0.0, 300.0), at("calvin-4", 0.0, 100.0), at("calvin-4", 100.0, 50.0)];
+        let mut rows = vec![
+            at("star", 0.0, 300.0),
+            at("calvin-4", 0.0, 100.0),
+            at("calvin-4", 100.0, 50.0),
+        ];
         add_speedup(&mut rows);
         assert_eq!(rows[1].param("star_over"), Some("3.00"));
         assert_eq!(rows[2].param("star_over"), None, "no STAR row at 100%");
