@@ -71,13 +71,12 @@ impl LockManager {
             if let Some(at) = q.iter().position(|w| w.txn == txn) {
                 q.remove(at);
             }
-            for i in 0..q.len() {
-                let w = q[i];
+            for (i, w) in q.iter_mut().enumerate() {
                 if w.write && i > 0 {
                     break;
                 }
                 if !w.granted {
-                    q[i].granted = true;
+                    w.granted = true;
                     let left = self.waiting.get_mut(&w.txn).expect("a waiter waits");
                     *left -= 1;
                     if *left == 0 {
