@@ -245,6 +245,8 @@ fn row(s: &Settings, p: &Point, mut runs: Vec<Run>, failure: Option<String>) -> 
             format!("{:.4}", r.report.cross_share()),
         ));
         params.push(("per_s".into(), format!("{:.1}", r.report.phases_per_s())));
+        let copies: usize = r.report.replicas.partitions.iter().map(|p| p.1.len()).sum();
+        params.push(("copies_compared".into(), copies.to_string()));
         params.push((
             "load_1min".into(),
             r.load.map_or(String::new(), |l| format!("{l:.2}")),
