@@ -309,6 +309,7 @@ fn speedup_claim(rows: &[Row], pct: f64, target: f64, paper_ratio: f64) -> Claim
     ratios.extend(
         calvins
             .iter()
+            .filter(|(_, t)| t.is_some())
             .map(|(n, t)| (format!("over {n}"), over(star, *t))),
     );
     ratio_claim(
