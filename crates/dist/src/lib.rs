@@ -7,6 +7,8 @@
 //! - [`star`]: STAR's phase-switching nodes (Lu et al., VLDB 2019) over the single-node engine, and
 //!   in [`star::baselines`] the baselines STAR is measured against in its framework (PB-OCC,
 //!   Dist-OCC, Dist-S2PL).
+//! - [`calvin`]: Calvin's sequencer, deterministic lock manager and replica groups (Thomson et
+//!   al., SIGMOD 2012), as STAR's paper compares against it (§8.3).
 //! - [`pdur`]: P-DUR and DUR replicas (Pacheco et al.): partitions certifying delivered transactions.
 //! - [`broadcast`]: atomic broadcast on raft-rs, one independent group per logical partition (P-DUR's
 //!   termination).
@@ -15,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod broadcast;
+pub mod calvin;
 pub mod host;
 pub mod pdur;
 pub mod ramp;

@@ -152,6 +152,9 @@ pub enum StarAlgorithm {
     DistOcc,
     /// Dist-S2PL: like Dist-OCC, with remote rows locked (NO_WAIT) as they are read.
     DistS2pl,
+    /// Calvin (STAR §8.3): a sequencer orders 10 ms batches that every replica group runs
+    /// deterministically under a lock manager; `calvin_groups` splits the nodes into groups.
+    Calvin,
 }
 
 impl StarAlgorithm {
@@ -162,6 +165,7 @@ impl StarAlgorithm {
             StarAlgorithm::PbOcc => "pb-occ",
             StarAlgorithm::DistOcc => "dist-occ",
             StarAlgorithm::DistS2pl => "dist-s2pl",
+            StarAlgorithm::Calvin => "calvin",
         }
     }
 }
@@ -244,6 +248,11 @@ pub struct StarConfig {
     /// Baselines only: milliseconds between group commits of asynchronous replication (§8.1.3).
     #[serde(default = "StarConfig::default_group_commit_ms")]
     pub group_commit_ms: f64,
+    /// Calvin only: the replica groups' sizes in nodes, in node order (STAR §8.3's Calvin-1:3 is
+    /// `[1, 3]`, Calvin-2:2 `[2, 2]`, Calvin-4 `[4]`); they add up to the cluster's nodes. Default:
+    /// one group of every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calvin_groups: Option<Vec<u32>>,
 }
 
 impl StarConfig {
@@ -290,6 +299,7 @@ impl StarConfig {
             replication: ReplicationSync::Async,
             virtual_workers: Self::default_virtual_workers(),
             group_commit_ms: Self::default_group_commit_ms(),
+            calvin_groups: None,
         }
     }
 
@@ -351,6 +361,19 @@ impl StarConfig {
             return Err(invalid(
                 "[star] replication = \"sync\" is for the baselines: STAR replicates asynchronously and releases results at its replication fences",
             ));
+        }
+        if let Some(groups) = &self.calvin_groups {
+            if self.algorithm != StarAlgorithm::Calvin {
+                return Err(invalid(
+                    "[star] calvin_groups applies to algorithm = \"calvin\"",
+                ));
+            }
+            if groups.contains(&0) || groups.iter().map(|&g| g as u64).sum::<u64>() != nodes as u64
+            {
+                return Err(invalid(format!(
+                    "[star] calvin_groups {groups:?} must be positive sizes adding up to the {nodes} nodes"
+                )));
+            }
         }
         if !(0.0..=1.0).contains(&self.cross_partition) {
             return Err(invalid(format!(

@@ -22,12 +22,16 @@ pub const STAR: &str = "star";
 /// built yet and are refused with a message.
 pub const STAR_FAMILY: [&str; 4] = [STAR, "pb-occ", "dist-occ", "dist-s2pl"];
 
+/// Calvin's name (STAR §8.3's comparison); it runs on STAR's cluster files and benchmark pieces.
+pub const CALVIN: &str = "calvin";
+
 fn algorithm_names() -> Vec<&'static str> {
     Algorithm::ALL
         .iter()
         .map(|a| a.name())
         .chain(STAR_FAMILY)
         .chain(super::pdur::PDUR_FAMILY)
+        .chain([CALVIN])
         .collect()
 }
 
@@ -97,12 +101,16 @@ pub struct ClusterArgs {
     /// synchronous replication (write locks held until the backup acknowledged).
     #[arg(long, global = true, value_parser = ["async", "sync"])]
     pub replication: Option<String>,
+    /// Calvin: the replica groups' sizes in nodes, as STAR §8.3 names them: 1:3, 2:2 or 4 on
+    /// four nodes (default: one group of every node).
+    #[arg(long, global = true)]
+    pub calvin_groups: Option<String>,
 }
 
 impl ClusterArgs {
     /// Whether the run is STAR's or one of its baselines' (on STAR's nodes).
     pub fn is_star(&self) -> bool {
-        STAR_FAMILY.contains(&self.algorithm.as_str())
+        STAR_FAMILY.contains(&self.algorithm.as_str()) || self.algorithm == CALVIN
     }
 
     /// The first STAR-only flag given, if any (for runs of other algorithms, which refuse it).
@@ -115,6 +123,7 @@ impl ClusterArgs {
             (self.partitions.is_some(), "--partitions"),
             (self.no_hybrid, "--no-hybrid"),
             (self.replication.is_some(), "--replication"),
+            (self.calvin_groups.is_some(), "--calvin-groups"),
         ]
         .into_iter()
         .find_map(|(given, name)| given.then_some(name))

@@ -1,6 +1,7 @@
 //! The cluster commands: `phasedb node` and the `--cluster` path of `phasedb bench`.
 
 pub mod bench;
+mod calvin_node;
 pub mod node;
 pub mod pdur;
 mod pdur_node;

@@ -79,6 +79,7 @@ fn algorithm(args: &ClusterArgs) -> Result<(StarAlgorithm, ReplicationSync), Str
         "pb-occ" => StarAlgorithm::PbOcc,
         "dist-occ" => StarAlgorithm::DistOcc,
         "dist-s2pl" => StarAlgorithm::DistS2pl,
+        "calvin" => StarAlgorithm::Calvin,
         other => {
             return Err(format!(
                 "--algorithm {other} is not one of STAR's framework (star, pb-occ, dist-occ, dist-s2pl)"
@@ -89,6 +90,15 @@ fn algorithm(args: &ClusterArgs) -> Result<(StarAlgorithm, ReplicationSync), Str
         None | Some("async") => ReplicationSync::Async,
         Some(_) => ReplicationSync::Sync,
     };
+    if algorithm != StarAlgorithm::Calvin && args.calvin_groups.is_some() {
+        return Err("--calvin-groups applies to --algorithm calvin only".into());
+    }
+    if algorithm == StarAlgorithm::Calvin && args.replication.is_some() {
+        return Err(
+            "--replication does not apply to Calvin: it replicates its inputs (the sequencer's batches)"
+                .into(),
+        );
+    }
     if algorithm == StarAlgorithm::Star && args.replication.is_some() {
         return Err(
             "--replication applies to STAR's baselines (pb-occ, dist-occ, dist-s2pl): STAR replicates \
@@ -152,6 +162,21 @@ fn star_table(
         seed: c.seed,
         ..StarConfig::new(partitions)
     };
+    if algorithm == StarAlgorithm::Calvin {
+        let sizes = match &args.calvin_groups {
+            Some(text) => phasedb_dist::calvin::Groups::parse(text)?,
+            None => vec![n],
+        };
+        if sizes.iter().sum::<u32>() != n {
+            return Err(format!(
+                "--calvin-groups {} needs {} nodes, not --cluster {n}",
+                args.calvin_groups.as_deref().unwrap_or_default(),
+                sizes.iter().sum::<u32>()
+            ));
+        }
+        phasedb_dist::calvin::Groups::new(&sizes, partitions).map_err(|e| e.to_string())?;
+        star.calvin_groups = Some(sizes);
+    }
     // The layout's rules (who holds what) as the nodes will check them, before any starts.
     Layout::new(n, &star).map_err(|e| e.to_string())?;
     let workload = match flags {
@@ -267,7 +292,8 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
         star.algorithm.name(),
         config.nodes.len(),
     );
-    let result = phasedb_dist::star::bench::run(&config, &settings, |p| {
+    let calvin = star.algorithm == StarAlgorithm::Calvin;
+    let watch = |p: &phasedb_dist::star::bench::Progress| {
         if let Some(exit) = processes.as_mut().and_then(ProcessCluster::exited) {
             return Err(exit);
         }
@@ -280,7 +306,12 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
         bar.set_position(p.elapsed.as_millis() as u64);
         bar.set_message(format!("{stage}, {:.0} txn/s", p.rate));
         Ok(())
-    });
+    };
+    let result = if calvin {
+        phasedb_dist::calvin::bench::run(&config, &settings, watch)
+    } else {
+        phasedb_dist::star::bench::run(&config, &settings, watch)
+    };
     bar.finish_and_clear();
     let clean = processes.map(|p| (p.config.nodes.len(), p.stop(Duration::from_secs(10))));
     let report = match result {

@@ -23,6 +23,9 @@ pub fn run(
     stats_file: Option<&Path>,
 ) -> i32 {
     let star = cfg.star.as_ref().expect("called for a [star] table");
+    if star.algorithm == phasedb_net::StarAlgorithm::Calvin {
+        return super::calvin_node::run(path, cfg, id, listener, quiet, stats_file);
+    }
     let refuse = |e: String| {
         eprintln!("error: {}: {e}", path.display());
         2

@@ -14,6 +14,9 @@ use super::star_workload::StarWorkload;
 pub const LOAD: &str = "the nodes generate their own transactions (no networked clients, as in \
     the STAR paper's evaluation, §8.1); requests from client endpoints over TCP are served too";
 
+/// Where a Calvin cluster's load comes from.
+pub const CALVIN_LOAD: &str = "the sequencer (node 0) draws the transactions of each batch itself     (no networked clients, as in the STAR paper's evaluation, §8.1); Calvin nodes refuse client requests";
+
 /// What the report says about the run besides its measurements.
 pub struct RunInfo<'a> {
     /// The workload.
@@ -61,6 +64,10 @@ fn replication_mode(star: &StarConfig) -> String {
         (StarAlgorithm::Star, _) => {
             "asynchronous, results released at the replication fence ending their phase".into()
         }
+        (StarAlgorithm::Calvin, _) => format!(
+            "of inputs: the sequencer's 10 ms batches go to every replica group ({}), each runs them deterministically",
+            calvin_groups(star)
+        ),
         (_, ReplicationSync::Async) => format!(
             "asynchronous, results released at a group commit every {} ms",
             star.group_commit_ms
@@ -69,6 +76,14 @@ fn replication_mode(star: &StarConfig) -> String {
             "synchronous, write locks held until the backup acknowledged ({} transactions in flight)",
             star.virtual_workers
         ),
+    }
+}
+
+/// Calvin's replica groups in STAR §8.3's style ("1:3").
+fn calvin_groups(star: &StarConfig) -> String {
+    match &star.calvin_groups {
+        Some(g) => g.iter().map(u32::to_string).collect::<Vec<_>>().join(":"),
+        None => "one group".into(),
     }
 }
 
@@ -118,7 +133,7 @@ pub fn json(r: &BenchReport, info: &RunInfo) -> String {
         "workload": info.workload.name(),
         "protocol": star.algorithm.name(),
         "replication_mode": replication_mode(star),
-        "load": LOAD,
+        "load": if star.algorithm == StarAlgorithm::Calvin { CALVIN_LOAD } else { LOAD },
         "throughput": r.throughput(),
         "committed": r.committed(),
         "aborted": r.window.aborted(),
@@ -165,6 +180,7 @@ pub fn json(r: &BenchReport, info: &RunInfo) -> String {
             "replication": star.replication.name(),
             "virtual_workers": star.virtual_workers,
             "group_commit_ms": star.group_commit_ms,
+            "calvin_groups": star.calvin_groups,
             "cross_partition": star.cross_partition,
             "seed": star.seed,
             "workload_args": star.workload_args,
@@ -183,21 +199,37 @@ pub fn table(r: &BenchReport, info: &RunInfo) -> String {
     let secs = r.measured.as_secs_f64().max(1e-9);
     let star = info.star;
     let mut out = String::new();
+    let layout = if star.algorithm == StarAlgorithm::Calvin {
+        format!(
+            "replica groups {} over {} partitions",
+            calvin_groups(star),
+            star.partitions
+        )
+    } else {
+        format!(
+            "{} full replica{}, {} copies of each of {} partitions",
+            star.full_replicas,
+            if star.full_replicas == 1 { "" } else { "s" },
+            star.replicas_per_partition,
+            star.partitions
+        )
+    };
     let _ = writeln!(
         out,
-        "{} on {} with {} nodes ({} full replica{}, {} copies of each of {} partitions), {:.1} s measured after {:.1} s warm-up (seed {})",
+        "{} on {} with {} nodes ({layout}), {:.1} s measured after {:.1} s warm-up (seed {})",
         info.workload.name(),
         star.algorithm.name(),
         r.nodes,
-        star.full_replicas,
-        if star.full_replicas == 1 { "" } else { "s" },
-        star.replicas_per_partition,
-        star.partitions,
         secs,
         info.settings.warmup.as_secs_f64(),
         star.seed
     );
-    let _ = writeln!(out, "  load: {LOAD}");
+    let load = if star.algorithm == StarAlgorithm::Calvin {
+        CALVIN_LOAD
+    } else {
+        LOAD
+    };
+    let _ = writeln!(out, "  load: {load}");
     let _ = writeln!(out, "  replication: {}", replication_mode(star));
     let _ = writeln!(
         out,
@@ -263,6 +295,13 @@ pub fn table(r: &BenchReport, info: &RunInfo) -> String {
             r.share(c.partitioned_ns) * 100.0,
             r.share(c.single_master_ns) * 100.0,
             r.share(c.fence_ns) * 100.0
+        );
+    } else if star.algorithm == StarAlgorithm::Calvin {
+        let _ = writeln!(
+            out,
+            "batches: {:.0}/s; throughput is the slowest replica group's (groups {})",
+            r.phases_per_s(),
+            calvin_groups(star)
         );
     } else {
         let _ = writeln!(out, "group commits: {:.0}/s", r.phases_per_s());

@@ -296,6 +296,28 @@ pub enum StarMsg {
         /// The home's id for the transaction.
         txn: u64,
     },
+    /// Calvin (`crate::calvin`): the sequencer's batch number `batch`, to every node of every
+    /// replica group; `bytes` is the postcard encoding of the batch's requests in their global order.
+    CalvinBatch {
+        /// The batch's number, from 1, one every 10 ms.
+        batch: u64,
+        /// The requests, postcard-encoded as one sequence.
+        #[serde(with = "serde_bytes")]
+        bytes: Vec<u8>,
+    },
+    /// Calvin: a participant of transaction `index` of `batch` holds its locks and has done its
+    /// local reads (the remote-read round of a multi-node transaction).
+    CalvinReads {
+        /// The batch.
+        batch: u64,
+        /// The transaction's place in it.
+        index: u32,
+    },
+    /// Calvin: node to sequencer, every transaction of `batch` it takes part in has run.
+    CalvinDone {
+        /// The batch.
+        batch: u64,
+    },
 }
 
 #[cfg(test)]

@@ -97,5 +97,8 @@ where
             run(&mut node, opts, shutdown).await?;
             Ok(node.stats())
         }
+        StarAlgorithm::Calvin => Err(invalid(
+            "a Calvin cluster is served by phasedb_dist::calvin::serve".into(),
+        )),
     }
 }

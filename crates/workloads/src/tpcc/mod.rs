@@ -15,6 +15,7 @@ mod config;
 pub mod customer;
 pub mod delivery;
 mod load;
+mod locks;
 pub mod new_order;
 pub mod order_status;
 pub mod payment;
