@@ -681,6 +681,12 @@ where
     }
 
     fn on_tick<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        let mut advanced = false;
+        self.inbox
+            .retry_blocked(self.db, &mut self.replication, |_, _| advanced = true);
+        if advanced {
+            self.try_end_fence(net);
+        }
         self.drive_phases(net);
         self.run_slice(net);
         self.drive_phases(net);

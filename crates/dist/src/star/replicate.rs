@@ -212,17 +212,48 @@ impl Inbox {
         if seq <= done {
             return;
         }
-        if seq > done + 1 {
-            self.early.insert((from, seq), bytes);
-            return;
-        }
-        apply(db, &bytes, counts);
-        let mut next = seq;
-        while let Some(bytes) = self.early.remove(&(from, next + 1)) {
+        self.early.insert((from, seq), bytes);
+        self.drain(db, from, counts);
+    }
+
+    /// Applies `from`'s batches that are next in its order, stopping at one a held lock blocked
+    /// (kept to apply again; the Thomas write rule skips what it applied). A batch only counts as
+    /// applied once every record of it landed, so a replication fence waits for it.
+    fn drain(&mut self, db: &Database<Star>, from: Addr, counts: &mut ReplicationCounts) {
+        let mut next = self.applied[from as usize];
+        while let Some(bytes) = self.early.get(&(from, next + 1)) {
+            if !apply(db, bytes, counts) {
+                counts.blocked += 1;
+                break;
+            }
+            self.early.remove(&(from, next + 1));
             next += 1;
-            apply(db, &bytes, counts);
         }
         self.applied[from as usize] = next;
+    }
+
+    /// Applies again every batch a held lock blocked: called by a node once its own transactions
+    /// may have let go of their locks (on every tick).
+    /// Calls `advanced(sender, through)` for each sender whose applied batches moved on.
+    pub(crate) fn retry_blocked(
+        &mut self,
+        db: &Database<Star>,
+        counts: &mut ReplicationCounts,
+        mut advanced: impl FnMut(Addr, u64),
+    ) {
+        if self.early.is_empty() {
+            return;
+        }
+        for from in 0..self.applied.len() as Addr {
+            let before = self.applied[from as usize];
+            if self.early.contains_key(&(from, before + 1)) {
+                self.drain(db, from, counts);
+                let through = self.applied[from as usize];
+                if through > before {
+                    advanced(from, through);
+                }
+            }
+        }
     }
 
     /// The number of the last batch applied from `from`.
@@ -236,10 +267,13 @@ impl Inbox {
     }
 }
 
-fn apply(db: &Database<Star>, bytes: &[u8], counts: &mut ReplicationCounts) {
-    counts.batches_applied += 1;
+/// Applies one batch; false if a record of it met a held lock (nothing is counted then).
+fn apply(db: &Database<Star>, bytes: &[u8], counts: &mut ReplicationCounts) -> bool {
     match db.apply_replication(bytes) {
+        Ok(applied) if applied.blocked > 0 => return false,
         Ok(applied) => counts.records_applied += applied.records as u64,
         Err(_) => counts.refused += 1,
     }
+    counts.batches_applied += 1;
+    true
 }

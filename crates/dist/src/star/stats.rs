@@ -75,6 +75,10 @@ pub struct ReplicationCounts {
     pub records_applied: u64,
     /// Batches the engine refused (malformed); their records are lost, which a replica digest shows.
     pub refused: u64,
+    /// Times a batch met a lock held across messages (a Dist-* transaction prepared on this node)
+    /// and was kept to apply again on a later tick.
+    #[serde(default)]
+    pub blocked: u64,
 }
 
 /// Time spent per phase kind and in fences, as this node saw it (ns).

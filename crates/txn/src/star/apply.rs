@@ -23,7 +23,17 @@ pub struct Applied {
     pub applied_groups: usize,
     /// Column groups that refused a record: they already held its TID or a later one.
     pub skipped_groups: usize,
+    /// Records left partly unapplied because a group stayed locked past [`HELD_LOCK_SPINS`]: a
+    /// lock held across messages (a prepared transaction of Dist-OCC or Dist-S2PL waiting for its
+    /// votes on this very thread) that the caller must let go before it applies the batch again.
+    /// Applying again is safe: the Thomas write rule skips what was applied.
+    pub blocked: usize,
 }
+
+/// Backoff rounds a record waits on a locked group before [`Applied::blocked`] gives it back to
+/// the caller. A lock taken by a committing writer is released within a few of them; one that
+/// stays is held by a transaction waiting on something only the caller can deliver.
+pub const HELD_LOCK_SPINS: u32 = 4_096;
 
 impl<P: Protocol<Meta = TidWord>> Database<P> {
     /// Decodes a batch of replication records (the blocks [`crate::Worker::write_replication`]
@@ -98,7 +108,7 @@ pub(crate) fn apply_record<P: Protocol<Meta = TidWord>>(
             },
         };
         match install(table, r, rec, groups, row) {
-            Some((applied, skipped)) => {
+            Installed::Done { applied, skipped } => {
                 out.applied_groups += applied;
                 out.skipped_groups += skipped;
                 if r.kind == RecordKind::Delete && applied > 0 {
@@ -106,8 +116,14 @@ pub(crate) fn apply_record<P: Protocol<Meta = TidWord>>(
                 }
                 return;
             }
+            Installed::Blocked { applied, skipped } => {
+                out.applied_groups += applied;
+                out.skipped_groups += skipped;
+                out.blocked += 1;
+                return;
+            }
             // The record is being unlinked: look the key up again once it is gone.
-            None => backoff(&mut spins),
+            Installed::Unlinked => backoff(&mut spins),
         }
     }
 }
@@ -177,17 +193,27 @@ fn install_fresh(
     }
 }
 
-/// Applies `r` to the groups `groups` of a linked record, each under its lock; returns the groups
-/// applied and skipped, or `None` if the record is being unlinked (before anything was applied: the
-/// unlinker retires the groups in order and gives up at the first one changed). An upsert that
-/// finds the row absent in a group it takes revives the row: see [`revive`].
+/// What [`install`] did with a record.
+enum Installed {
+    /// Every group took the record or refused it by TID.
+    Done { applied: usize, skipped: usize },
+    /// A group stayed locked ([`HELD_LOCK_SPINS`]); the groups before it were handled.
+    Blocked { applied: usize, skipped: usize },
+    /// The record is being unlinked; nothing was applied.
+    Unlinked,
+}
+
+/// Applies `r` to the groups `groups` of a linked record, each under its lock; reports the groups
+/// applied and skipped, a group held locked too long, or a record being unlinked (before anything
+/// was applied: the unlinker retires the groups in order and gives up at the first one changed).
+/// An upsert that finds the row absent in a group it takes revives the row: see [`revive`].
 fn install(
     table: &Table<TidWord>,
     r: &Record<'_>,
     rec: RecordPtr<TidWord>,
     groups: u32,
     row: &[u64],
-) -> Option<(usize, usize)> {
+) -> Installed {
     let (schema, layout) = (table.schema(), table.layout());
     let (mut applied, mut skipped) = (0, 0);
     let mut absent = false;
@@ -201,9 +227,12 @@ fn install(
             let current = meta.load();
             if current & UNLINKED != 0 {
                 debug_assert_eq!(applied + skipped, 0, "an unlinked record was changed");
-                return None;
+                return Installed::Unlinked;
             }
             if current & LOCK != 0 {
+                if spins >= HELD_LOCK_SPINS {
+                    return Installed::Blocked { applied, skipped };
+                }
                 backoff(&mut spins);
                 continue;
             }
@@ -235,7 +264,7 @@ fn install(
     if absent {
         revive(table, r, rec, groups);
     }
-    Some((applied, skipped))
+    Installed::Done { applied, skipped }
 }
 
 /// After upsert `r` found the row absent: each group `r` does not carry that is absent with a TID

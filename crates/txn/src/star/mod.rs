@@ -35,7 +35,7 @@ mod protocol;
 mod remote;
 mod replicate;
 
-pub use apply::Applied;
+pub use apply::{Applied, HELD_LOCK_SPINS};
 pub use format::{MAGIC, MAX_BATCH_BYTES, RecordKind, ReplicationError};
 pub use protocol::{Star, StarMode, StarShared};
 pub use remote::RowLocks;

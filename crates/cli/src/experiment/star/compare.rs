@@ -2,7 +2,7 @@
 //! the non-partitioned PB-OCC and the partitioning-based Dist-OCC and Dist-S2PL, on YCSB, TPC-C
 //! NewOrder and TPC-C Payment, as the share of cross-partition transactions grows; the baselines
 //! with asynchronous replication and a 10 ms group commit, and with synchronous replication. The
-//! lines come from [`CONTENDERS`]; every claim computes from the baselines the rows hold.
+//! lines come from [`contenders`]; every claim computes from the baselines the rows hold.
 
 use phasedb_workloads::tpcc::{ProceduresMix, TpccProceduresConfig};
 use phasedb_workloads::ycsb::YcsbProceduresConfig;
@@ -11,7 +11,7 @@ use super::super::claims::{Claim, Verdict, ratio, ratio_claim};
 use super::super::plot::{Dashes, RightPanel};
 use super::super::sweep::Row;
 use super::super::{Artifacts, Settings};
-use super::contenders::CONTENDERS;
+use super::contenders::contenders;
 use super::report::{Finish, replicas_agree};
 use super::run::{self, PARTITIONS, Point, workload_label};
 use super::versus::{
@@ -86,7 +86,7 @@ fn points(s: &Settings) -> Vec<Point> {
     let mut out = Vec::new();
     for w in workloads(s) {
         let name = workload_label(&w);
-        for c in CONTENDERS {
+        for c in contenders(s) {
             for pct in shares(s) {
                 if c.is_distributed() && pct > 0 && is_payment(&w) {
                     continue;
@@ -446,7 +446,7 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
         format!(
             "lines: {}; Dist-OCC and Dist-S2PL run Payment at 0% only (their remote reads are \
              point reads, and a remote Payment finds its customer by last name with a scan)",
-            CONTENDERS
+            contenders(s)
                 .iter()
                 .map(|c| c.label())
                 .collect::<Vec<_>>()

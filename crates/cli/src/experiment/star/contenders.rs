@@ -4,6 +4,8 @@
 
 use phasedb_net::{ReplicationSync, StarAlgorithm};
 
+use crate::experiment::Settings;
+
 /// One line of a comparison: an algorithm and how it replicates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Contender {
@@ -73,9 +75,23 @@ impl Contender {
     }
 }
 
-/// The contenders running with `replication` (STAR counted as asynchronous).
-pub fn replicating(replication: ReplicationSync) -> impl Iterator<Item = Contender> {
-    CONTENDERS
+/// The contenders a run measures: every one, or with `--quick` STAR and PB-OCC only. A quick run
+/// checks that the experiment works end to end; Dist-OCC and Dist-S2PL stay out of it because on
+/// the experiments' 2-node layout (each node a primary, node 0 also a full replica) their replicas
+/// can end with different digests under cross-partition conflicts (`docs/cluster.md`, known
+/// defects), which a full run reports as its replicas' claim failing.
+pub fn contenders(s: &Settings) -> &'static [Contender] {
+    if s.quick {
+        &CONTENDERS[..3]
+    } else {
+        CONTENDERS
+    }
+}
+
+/// The contenders of a run ([`contenders`]) replicating as `replication` (STAR counted as
+/// asynchronous).
+pub fn replicating(s: &Settings, replication: ReplicationSync) -> impl Iterator<Item = Contender> {
+    contenders(s)
         .iter()
         .copied()
         .filter(move |c| c.replication == replication)

@@ -1,6 +1,6 @@
 //! `star-latency`: the STAR paper's §8.2.3 (Figure 9) — commit latency at the 50th and 99th
 //! percentiles on YCSB with 10%, 50% and 90% cross-partition transactions, for STAR and its
-//! baselines ([`CONTENDERS`]) with asynchronous and synchronous replication. STAR releases a result
+//! baselines ([`contenders`]) with asynchronous and synchronous replication. STAR releases a result
 //! only when the phase its transaction committed in has ended, so its latency is set by the
 //! iteration time, as a group commit's is by its interval.
 
@@ -10,7 +10,7 @@ use super::super::claims::{Claim, Verdict, ratio, ratio_claim};
 use super::super::plot::{Dashes, RightPanel};
 use super::super::sweep::Row;
 use super::super::{Artifacts, Settings};
-use super::contenders::CONTENDERS;
+use super::contenders::contenders;
 use super::report::{Finish, replicas_agree};
 use super::run::{self, PARTITIONS, Point};
 use super::versus::{
@@ -51,7 +51,7 @@ fn workload(s: &Settings) -> StarWorkload {
 fn points(s: &Settings) -> Vec<Point> {
     let w = workload(s);
     let mut out = Vec::new();
-    for c in CONTENDERS {
+    for c in contenders(s) {
         for &pct in &SHARES {
             out.push(Point {
                 contender: *c,

@@ -73,7 +73,7 @@ fn workload(s: &Settings) -> StarWorkload {
 fn points(s: &Settings) -> Vec<Point> {
     let w = workload(s);
     let mut out = Vec::new();
-    for c in replicating(ReplicationSync::Async) {
+    for c in replicating(s, ReplicationSync::Async) {
         for ms in delays(s) {
             out.push(Point {
                 contender: c,

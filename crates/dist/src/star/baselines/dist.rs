@@ -844,6 +844,11 @@ where
     }
 
     fn on_tick<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        // A batch that met a lock of this node's prepared transactions waits here for it to go.
+        self.inbox
+            .retry_blocked(self.db, &mut self.replication, |from, through| {
+                net.send(from, StarMsg::Acked { through })
+            });
         self.drive_groups(net);
         self.run_slice(net);
         self.drive_groups(net);

@@ -540,6 +540,10 @@ where
     }
 
     fn on_tick<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        self.inbox
+            .retry_blocked(self.db, &mut self.replication, |from, through| {
+                net.send(from, StarMsg::Acked { through })
+            });
         self.drive_groups(net);
         self.run_slice(net);
         self.drive_groups(net);
