@@ -225,6 +225,25 @@ impl<M> RecordPtr<M> {
         }
     }
 
+    /// Starts loading group `g`'s metadata and words owned, for a write that follows at once (see
+    /// `prefetch::line_for_write`): a read-modify-write of a contended record then takes its line
+    /// once instead of reading it shared and upgrading it to lock it.
+    #[inline]
+    pub fn prefetch_group_for_write(&self, layout: &RecordLayout, g: usize) {
+        let base = self.ptr.as_ptr() as usize;
+        let meta = (base + layout.meta_offset[g] as usize) & !63;
+        crate::prefetch::line_for_write(meta as *const u8);
+        let first = (base + layout.data_offset[g] as usize) & !63;
+        let end = base + layout.data_offset[g] as usize + 8 * layout.words[g] as usize;
+        let mut line = first;
+        while line < end {
+            if line != meta {
+                crate::prefetch::line_for_write(line as *const u8);
+            }
+            line += 64;
+        }
+    }
+
     /// Starts loading into the cache the lines a read of the columns in `cols` touches: each
     /// involved group's metadata and the words of those columns, skipping the lines between.
     #[inline]

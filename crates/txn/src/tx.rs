@@ -259,6 +259,13 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             });
             return Ok(Some(false));
         };
+        // The groups are locked and written next: take their lines owned now (on a hot record, one
+        // coherence round trip instead of a shared read and an upgrade by the lock).
+        let mut mask = groups;
+        while mask != 0 {
+            rec.prefetch_group_for_write(layout, mask.trailing_zeros() as usize);
+            mask &= mask - 1;
+        }
         let mut locked = None;
         if P::READS_LOCK {
             if rec.meta(layout, 0).tid().load() & ABSENT != 0 {
