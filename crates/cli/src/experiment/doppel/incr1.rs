@@ -6,7 +6,9 @@ use phasedb_workloads::incr::{Incr, IncrConfig, KeyChoice};
 use super::super::claims::{Claim, Verdict, ratio, times};
 use super::super::sweep::Row;
 use super::super::{Artifacts, Settings};
-use super::{Finish, PHASE, at, common_setup, measure, options, point, protocols, sweep};
+use super::{
+    Finish, PHASE, at, common_setup, flip_note, measure, options, point, protocols, sweep,
+};
 
 const PAPER: &str = "On 20 cores with 1M keys, Doppel, OCC, 2PL and atomic increments run alike \
 when few transactions touch the hot key; as the hot share grows OCC, 2PL and Atomic fall to \
@@ -87,10 +89,11 @@ fn claims(rows: &[Row], threads: usize) -> Vec<Claim> {
             ),
             paper: paper.into(),
             measured: format!(
-                "doppel {:.0} txn/s, {other} {:.0} txn/s: {}",
+                "doppel {:.0} txn/s, {other} {:.0} txn/s: {}{}",
                 d.unwrap_or(0.0),
                 tput(rows, other, 100.0).unwrap_or(0.0),
-                times(r)
+                times(r),
+                flip_note(&[r], factor)
             ),
             verdict: r.map_or(
                 Verdict::NotChecked(format!("doppel or {other} did not run at 100%")),

@@ -45,12 +45,13 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
         .filter_map(|p| Some((p.to_string(), scaling(p)?.0)))
         .collect();
     let measured = format!(
-        "throughput at the most threads over one thread: doppel {}{}",
+        "throughput at the most threads over one thread: doppel {}{}{}",
         times(d.map(|x| x.0)),
         others
             .iter()
             .map(|(p, r)| format!(", {p} {}", times(Some(*r))))
-            .collect::<String>()
+            .collect::<String>(),
+        super::flip_note(&[d.map(|x| x.0)], 1.3)
     );
     let verdict = match d {
         None => Verdict::NotChecked("doppel ran at a single thread count".into()),

@@ -60,6 +60,31 @@ pub fn options(s: &Settings, threads: usize, phase: Duration) -> BenchOptions {
 /// The default phase length (the paper's 20 ms).
 pub const PHASE: Duration = Duration::from_millis(20);
 
+/// How near a verdict's ratio may lie to its threshold, either way, before the report warns it can flip.
+pub const FLIP_MARGIN: f64 = 0.15;
+
+/// A note for a claim comparing Doppel with a baseline: when a measured ratio lies within
+/// [`FLIP_MARGIN`] of the threshold the verdict compares it with, the verdict can flip from one run
+/// to the next, or because a baseline got faster (issue 38 made the 2PL and OCC hand-off on a hot
+/// record cheaper); the report says so instead of presenting a coin toss as a finding.
+pub fn flip_note(ratios: &[Option<f64>], threshold: f64) -> String {
+    let near: Vec<String> = ratios
+        .iter()
+        .flatten()
+        .filter(|&&r| (r / threshold - 1.0).abs() <= FLIP_MARGIN)
+        .map(|r| format!("{r:.2}x"))
+        .collect();
+    if near.is_empty() {
+        return String::new();
+    }
+    format!(
+        " ({} within {:.0}% of the {threshold}x threshold: this verdict can flip from run to run, \
+         and flipped before when the baselines' hot-record hand-off got faster)",
+        near.join(", "),
+        FLIP_MARGIN * 100.0
+    )
+}
+
 fn micros(t: &phasedb_txn::TypeStats, q: f64) -> String {
     let h = &t.latency_ns;
     if h.is_empty() {
@@ -229,5 +254,19 @@ impl Finish<'_> {
             })
             .collect();
         r.table(&header, &lines);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flip_note;
+
+    #[test]
+    fn a_ratio_near_its_threshold_is_flagged_as_able_to_flip() {
+        assert!(flip_note(&[Some(1.6)], 1.5).contains("can flip"));
+        assert!(flip_note(&[Some(1.3)], 1.5).contains("1.30x"));
+        assert!(flip_note(&[Some(3.0), None], 1.5).is_empty());
+        assert!(flip_note(&[None], 1.0).is_empty());
+        assert!(flip_note(&[Some(2.0), Some(0.9)], 1.0).contains("0.90x"));
     }
 }

@@ -96,10 +96,11 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
             ),
             paper: "~3x OCC and ~6x 2PL at alpha 1.8 on 20 cores".into(),
             measured: format!(
-                "doppel/occ {}, doppel/2pl {}, most records split at once {}",
+                "doppel/occ {}, doppel/2pl {}, most records split at once {}{}",
                 times(c_occ),
                 times(c_2pl),
-                split.map_or("n/a".into(), |x| format!("{x:.0}"))
+                split.map_or("n/a".into(), |x| format!("{x:.0}")),
+                super::flip_note(&[c_occ, c_2pl], 1.0)
             ),
             verdict: match (c_occ, c_2pl, split) {
                 (Some(o), Some(l), Some(k)) => Verdict::from_bool(o >= 1.0 && l >= 1.0 && k >= 1.0),
