@@ -41,10 +41,12 @@ enum When {
     Fence,
 }
 
-/// `nodes` nodes, one full replica, `replicas` copies of each of `partitions`, 5 ms iterations.
-fn layout(nodes: u32, replicas: u32, partitions: u32) -> Layout {
+/// `nodes` nodes, `full` full replicas, `replicas` copies of each of `partitions`, 5 ms
+/// iterations.
+fn layout(nodes: u32, full: u32, replicas: u32, partitions: u32) -> Layout {
     let star = StarConfig {
         iteration_ms: 5.0,
+        full_replicas: full,
         replicas_per_partition: replicas,
         ..StarConfig::new(partitions)
     };
@@ -58,6 +60,8 @@ where
 {
     sim: Simulator<StarNode<'w, W>>,
     victim: Addr,
+    /// The live full replica that coordinates after the failure.
+    full: Addr,
     /// The phase the failure interrupted.
     phase: u64,
 }
@@ -113,7 +117,8 @@ where
     for &n in &live {
         sim.node_mut(n).set_local_load(false);
     }
-    let stopped_at = sim.node(0).phase();
+    let full = (victim == 0) as Addr;
+    let stopped_at = sim.node(full).phase();
     let quiet = sim.run_until_pred(sim.now() + 10_000 * MS, |sim| {
         live.iter().all(|&n| {
             let node = sim.node(n);
@@ -124,7 +129,7 @@ where
         quiet,
         "seed {seed}: the live nodes did not quiesce after node {victim} failed in {when:?} (replay: PHASEDB_SIM_SEED={seed})"
     );
-    let failures = sim.node(0).failures().to_vec();
+    let failures = sim.node(full).failures().to_vec();
     assert_eq!(
         failures.len(),
         1,
@@ -144,8 +149,14 @@ where
             "seed {seed}: node {n}"
         );
         assert!(sim.node(n).lost().is_none(), "seed {seed}");
+        assert_eq!(sim.node(n).layout().coordinator(), full, "seed {seed}");
     }
-    Crashed { sim, victim, phase }
+    Crashed {
+        sim,
+        victim,
+        full,
+        phase,
+    }
 }
 
 /// Live replicas of each partition agree, and each live node keeps the workload's invariant on
@@ -155,7 +166,7 @@ where
     W: Procedures,
     W::Request: Serialize + DeserializeOwned,
 {
-    let layout = c.sim.node(0).layout().clone();
+    let layout = c.sim.node(c.full).layout().clone();
     let mut digests: BTreeMap<u32, Vec<(Addr, u64)>> = BTreeMap::new();
     for n in (0..layout.nodes()).filter(|&n| n != c.victim) {
         assert_eq!(c.sim.node(n).layout(), &layout, "seed {seed}: node {n}");
@@ -185,7 +196,7 @@ fn phase_of(version: u64) -> u64 {
 /// Accounts: the history (the failed node's without the interrupted phase) is serializable, holds
 /// every acknowledged transaction, and the full replica's vaults count exactly its transactions.
 fn check_history(seed: u64, c: &mut Crashed<'_, Accounts>, w: &Accounts, dbs: &[Database<Star>]) {
-    let nodes = c.sim.node(0).layout().nodes();
+    let nodes = c.sim.node(c.full).layout().nodes();
     let acknowledged: u64 = (0..nodes).map(|n| c.sim.node(n).stats().committed()).sum();
     let mut parts = Vec::new();
     for n in 0..nodes {
@@ -204,7 +215,7 @@ fn check_history(seed: u64, c: &mut Crashed<'_, Accounts>, w: &Accounts, dbs: &[
     }
     let history = History::merge(parts);
     let all: Vec<u32> = (0..PARTITIONS).collect();
-    let counted = w.counted(&dbs[0], &all);
+    let counted = w.counted(&dbs[c.full as usize], &all);
     assert_eq!(
         counted,
         history.len() as i64,
@@ -221,16 +232,28 @@ fn check_history(seed: u64, c: &mut Crashed<'_, Accounts>, w: &Accounts, dbs: &[
     }
 }
 
-/// Runs `runs` seeds; returns the rows the live nodes put back, over all of them.
+/// Runs `runs` seeds, crashing a partial replica; returns the rows the live nodes put back.
 fn accounts_under(when: When, nodes: u32, replicas: u32, cross: f64, runs: u64) -> u64 {
+    let victim = |seed: u64| 1 + (seed as u32 % (nodes - 1));
+    crashes(
+        when,
+        layout(nodes, 1, replicas, PARTITIONS),
+        victim,
+        cross,
+        runs,
+    )
+}
+
+/// Runs `runs` seeds on `l`, crashing `victim(seed)`; returns the rows the live nodes put back.
+fn crashes(when: When, l: Layout, victim: impl Fn(u64) -> Addr, cross: f64, runs: u64) -> u64 {
+    let nodes = l.nodes();
     let mut taken_back = 0;
     for seed in seeds(runs) {
-        let l = layout(nodes, replicas, PARTITIONS);
         let mut w = Accounts::new(PARTITIONS, 50);
         let dbs: Vec<Database<Star>> = (0..nodes)
             .map(|n| open_database(&mut w, &l, n, true).unwrap())
             .collect();
-        let victim = 1 + (seed as u32 % (nodes - 1));
+        let victim = victim(seed);
         let mut c = crash_run(seed, &l, &w, &dbs, victim, when, cross);
         check_replicas(seed, &c, &w, &dbs);
         check_history(seed, &mut c, &w, &dbs);
@@ -275,12 +298,67 @@ fn tpcc_keeps_its_consistency_conditions_through_a_partial_replica_crash() {
             mix: ProceduresMix::NewOrderPayment,
             fine: false,
         });
-        let l = layout(3, 2, 2);
+        let l = layout(3, 1, 2, 2);
         let dbs: Vec<Database<Star>> = (0..3)
             .map(|n| open_database(&mut w, &l, n, false).unwrap())
             .collect();
         let when = [When::Partitioned, When::Fence][seed as usize % 2];
         let c = crash_run(seed, &l, &w, &dbs, 1 + seed as u32 % 2, when, 0.1);
         check_replicas(seed, &c, &w, &dbs);
+    }
+}
+
+#[test]
+fn a_crashed_coordinator_is_replaced_by_the_next_full_replica() {
+    let l = layout(4, 2, 3, PARTITIONS);
+    let taken_back: u64 = [When::Partitioned, When::SingleMaster, When::Fence]
+        .into_iter()
+        .map(|when| crashes(when, l.clone(), |_| 0, 0.3, 6))
+        .sum();
+    assert!(
+        taken_back > 0,
+        "no crash interrupted the coordinator's stream"
+    );
+}
+
+#[test]
+fn with_no_full_replica_left_the_cluster_stops_and_says_why() {
+    let seed = seeds(1)[0];
+    let l = layout(3, 1, 2, PARTITIONS);
+    let mut w = Accounts::new(PARTITIONS, 50);
+    let dbs: Vec<Database<Star>> = (0..3)
+        .map(|n| open_database(&mut w, &l, n, false).unwrap())
+        .collect();
+    let mut sim = Simulator::new(SimConfig {
+        tick: MS / 2,
+        ..SimConfig::new(seed)
+    });
+    let settings = StarSettings {
+        local_load: true,
+        heartbeat_ns: 2 * MS,
+        failure_timeout_ns: 20 * MS,
+        ..StarSettings::default()
+    };
+    for n in 0..3 {
+        let node = StarNode::new(n, l.clone(), settings.clone(), &dbs[n as usize], &w);
+        sim.add(n, node.unwrap());
+    }
+    sim.run_until(30 * MS);
+    sim.crash(0);
+    sim.run_until(100 * MS);
+    for n in 1..3 {
+        let lost = sim
+            .node(n)
+            .lost()
+            .unwrap_or_else(|| panic!("seed {seed}: node {n} goes on"));
+        assert!(lost.contains("last live full replica"), "{lost}");
+        assert!(lost.contains("not built"), "{lost}");
+        let phase = sim.node(n).phase();
+        sim.run_until(sim.now() + 20 * MS);
+        assert_eq!(
+            sim.node(n).phase(),
+            phase,
+            "seed {seed}: node {n} still switches phases"
+        );
     }
 }

@@ -27,8 +27,14 @@
 //!   at the next phase's begin, when every live replica has taken back, so none of its new writes
 //!   is undone. Requests route to it at once (they wait in its queue).
 //!
-//! What it does not do yet: a coordinator's failure (the next full replica would take over),
-//! falling back to Dist-OCC when no full replica is alive, and recovery of a restarted node.
+//! - **Coordinator.** The coordinator's successor (the next live full replica) watches it; when it
+//!   falls silent the successor becomes coordinator, announces the failure itself, and drives the
+//!   phase in progress to its fence (nodes obey phase control from the successor too, as its
+//!   announcement may arrive after its first start fence). With no other full replica alive,
+//!   every node stops and says why ([`StarNode::lost`]).
+//!
+//! What it does not do yet: falling back to Dist-OCC when no full replica is alive (§7.2), and
+//! recovery of a restarted node.
 
 use std::collections::VecDeque;
 
@@ -40,6 +46,7 @@ use phasedb_txn::{PartitionId, Procedures};
 
 use crate::star::msg::{Phase, StarMsg};
 use crate::star::node::{Master, StarNode};
+use crate::star::phase::Coordinator;
 
 /// What a node knows of the others' liveness.
 pub(crate) struct Liveness {
@@ -111,6 +118,20 @@ where
             }
         }
         if self.me != coordinator {
+            if self.liveness.lost.is_none() && self.liveness.silent_since(coordinator, now) {
+                match self.successor() {
+                    Some(s) if s == self.me => self.take_over(net, coordinator),
+                    Some(_) => {}
+                    None => {
+                        self.liveness.lost = Some(format!(
+                            "node {coordinator}, the coordinator and the last live full replica, \
+                             failed: STAR cannot run a single-master phase without a full replica, \
+                             and the fall-back to Dist-OCC over the partial replicas (§7.2) is not \
+                             built, so the cluster stops"
+                        ))
+                    }
+                }
+            }
             return;
         }
         let silent: Vec<Addr> = self
@@ -120,6 +141,44 @@ where
         for node in silent {
             self.declare_failed(net, node);
         }
+    }
+
+    /// The full replica that takes over if the coordinator fails: the next live one (§7.2).
+    pub(crate) fn successor(&self) -> Option<Addr> {
+        let c = self.layout.coordinator();
+        (0..self.layout.full_replicas()).find(|&n| n != c && !self.layout.is_failed(n))
+    }
+
+    /// Whether phase control from `from` is obeyed: from the coordinator, or from its successor
+    /// (which sends it only once it took over; its announcement may come later).
+    pub(crate) fn controls(&self, from: Addr) -> bool {
+        from == self.layout.coordinator() || Some(from) == self.successor()
+    }
+
+    /// This node, the coordinator's successor, becomes coordinator (§7.2: "the next available
+    /// node with a full copy of the database becomes the coordinator node") and announces the
+    /// old one failed; the phase in progress goes on under it.
+    fn take_over<T: Transport<StarMsg>>(&mut self, net: &mut T, old: Addr) {
+        let mut c = Coordinator::new(
+            self.layout.nodes(),
+            self.layout.iteration().as_nanos() as u64,
+            self.settings
+                .local_load
+                .then_some(self.settings.cross_partition),
+            self.db.config().record_history,
+        );
+        for &n in self.layout.failed() {
+            c.on_failure(n);
+        }
+        c.on_begin(self.phase);
+        self.coordinator = Some(c);
+        // Nodes sent their heartbeats to the old coordinator: time them from now on.
+        let now = net.now();
+        for t in self.liveness.last_heard.iter_mut().filter(|t| t.is_some()) {
+            *t = Some(now);
+        }
+        self.sm_worker = Some(self.db.worker());
+        self.declare_failed(net, old);
     }
 
     /// Every other node not declared failed.

@@ -409,7 +409,7 @@ where
 
     /// Whether the node executes transactions now: a phase has begun and its fence has not.
     pub(crate) fn executing(&self) -> bool {
-        self.phase > 0 && !self.fence.started()
+        self.phase > 0 && !self.fence.started() && self.liveness.lost.is_none()
     }
 
     /// Phase `phase` begins here: the phase before it ended everywhere, so its results go out.
@@ -662,12 +662,10 @@ where
         }
         let phase = self.phase;
         match msg {
-            StarMsg::Begin { phase, length_ns } if from == self.layout.coordinator() => {
+            StarMsg::Begin { phase, length_ns } if self.controls(from) => {
                 self.begin(net, phase, length_ns)
             }
-            StarMsg::StartFence { phase } if from == self.layout.coordinator() => {
-                self.start_fence(net, phase)
-            }
+            StarMsg::StartFence { phase } if self.controls(from) => self.start_fence(net, phase),
             StarMsg::Sent { phase, through } if from_node => {
                 self.fence.on_sent(phase, from, through);
                 self.try_end_fence(net);
@@ -694,7 +692,7 @@ where
                 );
                 self.try_end_fence(net);
             }
-            StarMsg::Failed { node, phase, view } if from == self.layout.coordinator() => {
+            StarMsg::Failed { node, phase, view } if self.controls(from) => {
                 self.on_failed(net, node, phase, view)
             }
             StarMsg::Request { rid, body } => {
