@@ -287,10 +287,10 @@ impl StarConfig {
         10.0
     }
     fn default_heartbeat_ms() -> f64 {
-        20.0
+        50.0
     }
     fn default_failure_timeout_ms() -> f64 {
-        200.0
+        1000.0
     }
 
     /// Settings for `partitions` partitions with every other field at its default.

@@ -55,6 +55,8 @@ pub(crate) struct Liveness {
     /// Per node, when it was last heard from (`None`: never).
     last_heard: Vec<Option<u64>>,
     last_beat: Option<u64>,
+    /// When this node last looked for silent nodes.
+    last_watch: Option<u64>,
     /// Failures announced so far.
     pub(crate) view: u64,
     /// Each failed node with the phase its failure interrupted, in order.
@@ -75,6 +77,7 @@ impl Liveness {
             timeout_ns,
             last_heard: vec![None; nodes as usize],
             last_beat: None,
+            last_watch: None,
             view: 0,
             failures: Vec::new(),
             adopt: Vec::new(),
@@ -88,6 +91,21 @@ impl Liveness {
         if let Some(t) = self.last_heard.get_mut(from as usize) {
             *t = Some(now);
         }
+    }
+
+    /// Called as this node looks for silent nodes at `now`: if it was itself stalled for half the
+    /// timeout (a long query, a descheduled process), it cannot tell who was silent, so every
+    /// node's silence is timed afresh from now.
+    fn look(&mut self, now: u64) {
+        if self
+            .last_watch
+            .is_some_and(|t| now.saturating_sub(t) > self.timeout_ns / 2)
+        {
+            for t in self.last_heard.iter_mut().filter(|t| t.is_some()) {
+                *t = Some(now);
+            }
+        }
+        self.last_watch = Some(now);
     }
 
     fn silent_since(&self, node: Addr, now: u64) -> bool {
@@ -117,6 +135,7 @@ where
                 }
             }
         }
+        self.liveness.look(now);
         if self.me != coordinator {
             if self.liveness.lost.is_none() && self.liveness.silent_since(coordinator, now) {
                 match self.successor() {

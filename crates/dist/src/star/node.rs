@@ -82,8 +82,8 @@ impl Default for StarSettings {
             replication: ReplicationSync::Async,
             virtual_workers: 16,
             group_commit_ns: 10_000_000,
-            heartbeat_ns: 20_000_000,
-            failure_timeout_ns: 200_000_000,
+            heartbeat_ns: 50_000_000,
+            failure_timeout_ns: 1_000_000_000,
         }
     }
 }
