@@ -27,9 +27,10 @@
 //! transactions one after another on their partition's primary, cross-partition ones under OCC on
 //! the coordinator, and a fence between phases after which every replica of every partition holds
 //! every write of the phase; a client hears of a transaction only after that fence. What it
-//! assumes: fail-stop failures of nodes other than the coordinator (detected by heartbeats, see
-//! `failover`) and a network that loses nothing between live nodes; a coordinator's failure and
-//! the recovery of a restarted node (§7.2) are not built. What it does not do yet: worker threads per node (the layout records `workers`, but a
+//! assumes: fail-stop failures (detected by heartbeats; a failed coordinator is replaced by the
+//! next live full replica, see `failover`) and a network that loses nothing between live nodes;
+//! the recovery of a restarted node and the Dist-OCC fall-back with no full replica (§7.2) are not
+//! built. What it does not do yet: worker threads per node (the layout records `workers`, but a
 //! node runs its transactions inline on its event-loop thread), read-only transactions on
 //! secondaries at read committed during the single-master phase (optional in §4.3).
 
