@@ -253,6 +253,12 @@ pub struct StarConfig {
     /// one group of every node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calvin_groups: Option<Vec<u32>>,
+    /// STAR: milliseconds between a node's heartbeats (§7.1 failure detection).
+    #[serde(default = "StarConfig::default_heartbeat_ms")]
+    pub heartbeat_ms: f64,
+    /// STAR: a node heard from for this many milliseconds is declared failed (fail-stop, §7.1).
+    #[serde(default = "StarConfig::default_failure_timeout_ms")]
+    pub failure_timeout_ms: f64,
 }
 
 impl StarConfig {
@@ -280,6 +286,12 @@ impl StarConfig {
     fn default_group_commit_ms() -> f64 {
         10.0
     }
+    fn default_heartbeat_ms() -> f64 {
+        50.0
+    }
+    fn default_failure_timeout_ms() -> f64 {
+        1000.0
+    }
 
     /// Settings for `partitions` partitions with every other field at its default.
     pub fn new(partitions: u32) -> StarConfig {
@@ -300,6 +312,8 @@ impl StarConfig {
             virtual_workers: Self::default_virtual_workers(),
             group_commit_ms: Self::default_group_commit_ms(),
             calvin_groups: None,
+            heartbeat_ms: Self::default_heartbeat_ms(),
+            failure_timeout_ms: Self::default_failure_timeout_ms(),
         }
     }
 
@@ -310,6 +324,12 @@ impl StarConfig {
 
     /// Checks each field's range against a cluster of `nodes` nodes (loading a cluster file does).
     pub fn validate(&self, nodes: u32) -> Result<(), ConfigError> {
+        if !(self.heartbeat_ms > 0.0 && self.failure_timeout_ms > self.heartbeat_ms) {
+            return Err(invalid(format!(
+                "[star] heartbeat_ms ({}) must be above 0 and below failure_timeout_ms ({})",
+                self.heartbeat_ms, self.failure_timeout_ms
+            )));
+        }
         if self.partitions == 0 || self.partitions > 1 << 16 {
             return Err(invalid(format!(
                 "[star] partitions must be 1..=65536, not {}",

@@ -242,3 +242,22 @@ fn bad_star_tables_are_refused_with_the_field() {
     let e = err(&STAR.replace("partitions = 4\n", ""));
     assert!(e.contains("missing field `partitions`"), "{e}");
 }
+
+#[test]
+fn star_failure_detection_settings_are_checked() {
+    let star = |extra: &str| {
+        format!(
+            "[[nodes]]\nid = 0\naddr = \"127.0.0.1:1\"\n[[nodes]]\nid = 1\naddr = \"127.0.0.1:2\"\n\
+             [star]\npartitions = 2\nreplicas_per_partition = 2\n{extra}"
+        )
+    };
+    let c = ClusterConfig::from_toml(&star("")).unwrap();
+    let s = c.star.as_ref().unwrap();
+    assert_eq!((s.heartbeat_ms, s.failure_timeout_ms), (50.0, 1000.0));
+    let c = ClusterConfig::from_toml(&star("heartbeat_ms = 5\nfailure_timeout_ms = 40\n")).unwrap();
+    assert_eq!(c.star.unwrap().failure_timeout_ms, 40.0);
+    assert!(
+        err(&star("heartbeat_ms = 50\nfailure_timeout_ms = 50\n"))
+            .contains("must be above 0 and below failure_timeout_ms")
+    );
+}

@@ -50,7 +50,9 @@ pub use procedures::{PartitionId, Procedures, Touched};
 pub use protocol::Protocol;
 pub use record::item;
 pub use splittable::{OpKind, SplitOp};
-pub use star::{Applied, ReplicationError, ReplicationMode, RowLocks, Star, StarMode};
+pub use star::{
+    Applied, BeforeImages, ReplicationError, ReplicationMode, RowLocks, Star, StarMode,
+};
 pub use state::{CommitCtx, TxState};
 pub use stats::{CONFLICT_KINDS, Stats, TypeStats};
 pub use swisstm::{SwissMeta, SwissTm};

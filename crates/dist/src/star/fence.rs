@@ -31,6 +31,8 @@ pub(crate) struct Fence {
     through: Vec<Option<u64>>,
     /// Counts that arrived for a later phase: (phase, sender, last batch number).
     early: Vec<(Phase, Addr, u64)>,
+    /// Per node, whether it failed (the fence no longer waits for it, §7.1).
+    failed: Vec<bool>,
 }
 
 impl Fence {
@@ -42,6 +44,7 @@ impl Fence {
             ended: false,
             through: vec![None; nodes as usize],
             early: Vec::new(),
+            failed: vec![false; nodes as usize],
         }
     }
 
@@ -58,6 +61,15 @@ impl Fence {
             }
             p > phase
         });
+    }
+
+    /// Node `node` failed: the fence stops waiting for it, and one this node already ended is
+    /// ended again (its end fence must follow the failure's taking back of writes).
+    pub(crate) fn on_failure(&mut self, node: Addr) {
+        if let Some(f) = self.failed.get_mut(node as usize) {
+            *f = true;
+        }
+        self.ended = false;
     }
 
     /// The start fence of the current phase arrived.
@@ -97,7 +109,9 @@ impl Fence {
             return false;
         }
         let caught_up = self.through.iter().enumerate().all(|(n, t)| {
-            n as Addr == me || t.is_some_and(|t| inbox.applied_through(n as Addr) >= t)
+            n as Addr == me
+                || self.failed[n]
+                || t.is_some_and(|t| inbox.applied_through(n as Addr) >= t)
         });
         self.ended = caught_up;
         caught_up
@@ -108,6 +122,7 @@ impl Fence {
 pub(crate) struct EndFences {
     phase: Phase,
     reports: Vec<Option<PhaseReport>>,
+    failed: Vec<bool>,
 }
 
 impl EndFences {
@@ -116,7 +131,17 @@ impl EndFences {
         EndFences {
             phase: 0,
             reports: vec![None; nodes as usize],
+            failed: vec![false; nodes as usize],
         }
+    }
+
+    /// Node `node` failed: no end fence is awaited from it, and those collected so far are
+    /// dropped (each live node ends the fence again once it took back the failed node's writes).
+    pub(crate) fn on_failure(&mut self, node: Addr) {
+        if let Some(f) = self.failed.get_mut(node as usize) {
+            *f = true;
+        }
+        self.reports.fill(None);
     }
 
     /// Starts collecting for `phase`.
@@ -136,7 +161,12 @@ impl EndFences {
             return None;
         }
         self.reports[from as usize] = Some(report);
-        if self.reports.iter().any(Option::is_none) {
+        if self
+            .reports
+            .iter()
+            .zip(&self.failed)
+            .any(|(r, &failed)| r.is_none() && !failed)
+        {
             return None;
         }
         let mut sum = PhaseReport::default();

@@ -35,8 +35,10 @@ pub struct Layout {
     replicas: u32,
     workers: u32,
     iteration: Duration,
-    /// Per partition: its primary, then its secondaries.
+    /// Per partition: its primary, then its secondaries (live nodes only once a node failed).
     holders: Vec<Vec<Addr>>,
+    /// Nodes declared failed (§7.1), in the order they failed.
+    failed: Vec<Addr>,
 }
 
 impl Layout {
@@ -56,6 +58,7 @@ impl Layout {
             workers: star.workers,
             iteration: star.iteration(),
             holders,
+            failed: Vec::new(),
         })
     }
 
@@ -98,9 +101,57 @@ impl Layout {
         self.iteration
     }
 
-    /// The node that runs the single-master phase and switches phases: the first full replica.
+    /// The node that runs the single-master phase and switches phases: the first full replica
+    /// that has not failed (§7.2: "the next available node with a full copy"); `None` once every
+    /// full replica failed.
+    pub fn live_coordinator(&self) -> Option<Addr> {
+        (0..self.full_replicas).find(|n| !self.failed.contains(n))
+    }
+
+    /// The coordinator: [`Layout::live_coordinator`], or node 0 once no full replica is left.
     pub fn coordinator(&self) -> Addr {
-        0
+        self.live_coordinator().unwrap_or(0)
+    }
+
+    /// The nodes declared failed, in the order they failed.
+    pub fn failed(&self) -> &[Addr] {
+        &self.failed
+    }
+
+    /// Whether `node` is declared failed.
+    pub fn is_failed(&self, node: Addr) -> bool {
+        self.failed.contains(&node)
+    }
+
+    /// Node `node` failed (fail-stop, §7.1): it holds nothing any more, and each partition it
+    /// mastered is re-mastered at once on a live full replica that holds it, or else on its first
+    /// surviving secondary (§7.1: "the primary records of the failed node can be re-mastered to a
+    /// node employing full replication"). Returns the re-mastered partitions with their new
+    /// primaries, or an error naming a partition left with no live copy.
+    pub fn fail(&mut self, node: Addr) -> Result<Vec<(PartitionId, Addr)>, LayoutError> {
+        if node >= self.nodes || self.failed.contains(&node) {
+            return Ok(Vec::new());
+        }
+        self.failed.push(node);
+        let full = self.full_replicas;
+        let mut moved = Vec::new();
+        for (p, holders) in self.holders.iter_mut().enumerate() {
+            let Some(at) = holders.iter().position(|&n| n == node) else {
+                continue;
+            };
+            holders.remove(at);
+            if holders.is_empty() {
+                return Err(refuse(format!(
+                    "partition {p} has no live copy left after node {node} failed"
+                )));
+            }
+            if at == 0 {
+                let new = holders.iter().position(|&n| n < full).unwrap_or(0);
+                holders.swap(0, new);
+                moved.push((p as PartitionId, holders[0]));
+            }
+        }
+        Ok(moved)
     }
 
     /// Whether `node` holds every partition.

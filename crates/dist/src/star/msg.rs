@@ -162,6 +162,9 @@ pub enum StarMsg {
     EndFence {
         /// The phase fenced.
         phase: Phase,
+        /// The failures the node knew of when it ended the fence (see `failover`): the
+        /// coordinator counts only end fences sent after every failure it announced.
+        view: u64,
         /// What the node did in it.
         report: PhaseReport,
     },
@@ -317,6 +320,19 @@ pub enum StarMsg {
     CalvinDone {
         /// The batch.
         batch: u64,
+    },
+    /// STAR: "I am alive" (§7.1), sent every `heartbeat_ms`; any message counts as much.
+    Heartbeat,
+    /// STAR: coordinator to every live node, node `node` failed in phase `phase` (§7.1): what it
+    /// replicated in that phase is taken back, its partitions are re-mastered, and the fence
+    /// goes on without it. `view` counts the failures announced so far.
+    Failed {
+        /// The failed node.
+        node: u32,
+        /// The phase its failure interrupted.
+        phase: Phase,
+        /// Failures announced so far, this one included.
+        view: u64,
     },
 }
 

@@ -27,6 +27,7 @@ use phasedb_check::History;
 use phasedb_net::{Addr, Node, ReplicationSync, StarConfig, Transport};
 use phasedb_txn::{Config, Database, PartitionId, Procedures, Star, StarMode, Touched, Worker};
 
+use crate::star::failover::Liveness;
 use crate::star::fence::Fence;
 use crate::star::layout::{Layout, LayoutError};
 use crate::star::msg::{
@@ -63,6 +64,10 @@ pub struct StarSettings {
     pub virtual_workers: u32,
     /// Baselines: time between group commits (ns of the transport's clock).
     pub group_commit_ns: u64,
+    /// Time between heartbeats (ns of the transport's clock, §7.1).
+    pub heartbeat_ns: u64,
+    /// Silence after which the coordinator declares a node failed (ns, §7.1).
+    pub failure_timeout_ns: u64,
 }
 
 impl Default for StarSettings {
@@ -77,6 +82,8 @@ impl Default for StarSettings {
             replication: ReplicationSync::Async,
             virtual_workers: 16,
             group_commit_ns: 10_000_000,
+            heartbeat_ns: 50_000_000,
+            failure_timeout_ns: 1_000_000_000,
         }
     }
 }
@@ -90,6 +97,8 @@ impl StarSettings {
             replication: star.replication,
             virtual_workers: star.virtual_workers,
             group_commit_ns: (star.group_commit_ms * 1e6) as u64,
+            heartbeat_ns: (star.heartbeat_ms * 1e6) as u64,
+            failure_timeout_ns: (star.failure_timeout_ms * 1e6) as u64,
             ..StarSettings::default()
         }
     }
@@ -232,6 +241,7 @@ pub struct StarNode<'db, W: Procedures> {
     pub(crate) latency: Histogram<u64>,
     pub(crate) replication: ReplicationCounts,
     pub(crate) requests: RequestCounts,
+    pub(crate) liveness: Liveness,
 }
 
 impl<'db, W> StarNode<'db, W>
@@ -283,7 +293,16 @@ where
             fence: Fence::new(layout.nodes()),
             coordinator,
             outbox: Outbox::new(me, &layout),
-            inbox: Inbox::new(layout.nodes()),
+            inbox: {
+                let mut inbox = Inbox::new(layout.nodes());
+                inbox.keep_before_images();
+                inbox
+            },
+            liveness: Liveness::new(
+                layout.nodes(),
+                settings.heartbeat_ns,
+                settings.failure_timeout_ns,
+            ),
             queues: Queues::new(masters.len()),
             report: PhaseReport::default(),
             types: workload
@@ -390,7 +409,7 @@ where
 
     /// Whether the node executes transactions now: a phase has begun and its fence has not.
     pub(crate) fn executing(&self) -> bool {
-        self.phase > 0 && !self.fence.started()
+        self.phase > 0 && !self.fence.started() && self.liveness.lost.is_none()
     }
 
     /// Phase `phase` begins here: the phase before it ended everywhere, so its results go out.
@@ -400,6 +419,8 @@ where
         }
         self.release(net);
         self.phase = phase;
+        self.inbox.forget_before(phase);
+        self.adopt_partitions();
         self.clock.begin(net.now(), length_ns);
         self.fence.reset(phase);
         self.report = PhaseReport::default();
@@ -452,17 +473,24 @@ where
     }
 
     /// Sends end fence once every batch sent to this node in the phase is applied.
-    fn try_end_fence<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+    pub(crate) fn try_end_fence<T: Transport<StarMsg>>(&mut self, net: &mut T) {
         if !self.fence.try_end(self.me, &self.inbox) {
             return;
         }
         self.report.queued_single = self.queues.queued_single() as u64;
-        let (phase, report) = (self.phase, self.report);
+        let (phase, report, view) = (self.phase, self.report, self.liveness.view);
         let coordinator = self.layout.coordinator();
         if coordinator == self.me {
             self.on_end_fence(net, phase, self.me, report);
         } else {
-            net.send(coordinator, StarMsg::EndFence { phase, report });
+            net.send(
+                coordinator,
+                StarMsg::EndFence {
+                    phase,
+                    view,
+                    report,
+                },
+            );
         }
     }
 
@@ -625,25 +653,47 @@ where
 
     fn on_message<T: Transport<StarMsg>>(&mut self, net: &mut T, from: Addr, msg: StarMsg) {
         let from_node = from < self.layout.nodes();
+        if from_node {
+            if self.layout.is_failed(from) {
+                // Fail-stop (§7.1): what a failed node still had in flight is ignored.
+                return;
+            }
+            self.liveness.heard(from, net.now());
+        }
         let phase = self.phase;
         match msg {
-            StarMsg::Begin { phase, length_ns } if from == self.layout.coordinator() => {
+            StarMsg::Begin { phase, length_ns } if self.controls(from) => {
                 self.begin(net, phase, length_ns)
             }
-            StarMsg::StartFence { phase } if from == self.layout.coordinator() => {
-                self.start_fence(net, phase)
-            }
+            StarMsg::StartFence { phase } if self.controls(from) => self.start_fence(net, phase),
             StarMsg::Sent { phase, through } if from_node => {
                 self.fence.on_sent(phase, from, through);
                 self.try_end_fence(net);
             }
-            StarMsg::EndFence { phase, report } if from_node => {
+            StarMsg::EndFence {
+                phase,
+                view,
+                report,
+            } if from_node && view == self.liveness.view => {
                 self.on_end_fence(net, phase, from, report)
             }
-            StarMsg::Replicate { seq, bytes, .. } if from_node => {
-                self.inbox
-                    .receive(self.db, from, seq, bytes, &mut self.replication);
+            StarMsg::Replicate {
+                phase: batch_phase,
+                seq,
+                bytes,
+            } if from_node => {
+                self.inbox.receive_of(
+                    self.db,
+                    from,
+                    seq,
+                    batch_phase,
+                    bytes,
+                    &mut self.replication,
+                );
                 self.try_end_fence(net);
+            }
+            StarMsg::Failed { node, phase, view } if self.controls(from) => {
+                self.on_failed(net, node, phase, view)
             }
             StarMsg::Request { rid, body } => {
                 self.requests.received += 1;
@@ -681,6 +731,7 @@ where
     }
 
     fn on_tick<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        self.watch(net);
         let mut advanced = false;
         self.inbox
             .retry_blocked(self.db, &mut self.replication, |_, _| advanced = true);

@@ -178,6 +178,11 @@ impl Coordinator {
         s.clamp(MIN_SHARE, 1.0 - MIN_SHARE)
     }
 
+    /// Node `node` failed: its end fences are no longer awaited (see `fence::EndFences`).
+    pub(crate) fn on_failure(&mut self, node: Addr) {
+        self.end_fences.on_failure(node);
+    }
+
     /// Phase `phase` began on the coordinator.
     pub(crate) fn on_begin(&mut self, phase: Phase) {
         self.end_fences.reset(phase);

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use phasedb_net::{Addr, Transport};
-use phasedb_txn::{Database, Procedures, ReplicationMode, Star, Worker};
+use phasedb_txn::{BeforeImages, Database, Procedures, ReplicationMode, Star, Worker};
 
 use crate::star::layout::Layout;
 use crate::star::msg::{Phase, PhaseKind, StarMsg};
@@ -168,6 +168,22 @@ impl Outbox {
         }
     }
 
+    /// Regroups the destinations after a node failed (`layout` no longer lists it): sends what the
+    /// buffers hold first, so each record still goes where it was meant to; keeps the numbering.
+    pub(crate) fn regroup<T: Transport<StarMsg>>(
+        &mut self,
+        net: &mut T,
+        me: Addr,
+        layout: &Layout,
+        phase: Phase,
+        counts: &mut ReplicationCounts,
+    ) {
+        self.flush(net, phase, counts);
+        let sent = std::mem::take(&mut self.sent);
+        *self = Outbox::new(me, layout);
+        self.sent = sent;
+    }
+
     /// The number of the last batch sent to `to` (0: none).
     pub(crate) fn sent_through(&self, to: Addr) -> u64 {
         self.sent[to as usize]
@@ -183,8 +199,11 @@ impl Outbox {
 pub(crate) struct Inbox {
     /// Per node, the number of the last batch applied from it.
     applied: Vec<u64>,
-    /// Batches that arrived ahead of one still missing, by sender and number.
-    early: BTreeMap<(Addr, u64), Vec<u8>>,
+    /// Batches that arrived ahead of one still missing, by sender and number, with their phase.
+    early: BTreeMap<(Addr, u64), (Phase, Vec<u8>)>,
+    /// With fault tolerance on (STAR §7.2): the rows each applied batch changed, as they were
+    /// before it, in the order applied, with the batch's sender and phase.
+    undo: Option<Vec<(Addr, Phase, BeforeImages)>>,
 }
 
 impl Inbox {
@@ -193,7 +212,39 @@ impl Inbox {
         Inbox {
             applied: vec![0; nodes as usize],
             early: BTreeMap::new(),
+            undo: None,
         }
+    }
+
+    /// Keeps the rows each batch changes, as they were before it, so a failed sender's batches
+    /// of an unfinished phase can be taken back ([`Inbox::take_back`]).
+    pub(crate) fn keep_before_images(&mut self) {
+        self.undo.get_or_insert_with(Vec::new);
+    }
+
+    /// Phase `phase` begins: earlier phases ended everywhere, so their batches stay for good.
+    pub(crate) fn forget_before(&mut self, phase: Phase) {
+        if let Some(undo) = &mut self.undo {
+            undo.retain(|(_, p, _)| *p >= phase);
+        }
+    }
+
+    /// Node `from` failed in phase `phase`: puts back every row its batches of that phase (or
+    /// later) changed here, newest first, and drops its batches not applied yet. Returns the rows
+    /// put back.
+    pub(crate) fn take_back(&mut self, db: &Database<Star>, from: Addr, phase: Phase) -> usize {
+        self.early.retain(|&(sender, _), _| sender != from);
+        let Some(undo) = &mut self.undo else {
+            return 0;
+        };
+        let mut restored = 0;
+        for (sender, p, images) in undo.iter().rev() {
+            if *sender == from && *p >= phase {
+                restored += db.restore(images);
+            }
+        }
+        undo.retain(|(sender, p, _)| *sender != from || *p < phase);
+        restored
     }
 
     /// Takes batch `seq` from `from`: applies it and any held batches that follow it if it is the
@@ -206,13 +257,26 @@ impl Inbox {
         bytes: Vec<u8>,
         counts: &mut ReplicationCounts,
     ) {
+        self.receive_of(db, from, seq, 0, bytes, counts);
+    }
+
+    /// [`Inbox::receive`] of a batch of phase `phase` (kept with its before-images).
+    pub(crate) fn receive_of(
+        &mut self,
+        db: &Database<Star>,
+        from: Addr,
+        seq: u64,
+        phase: Phase,
+        bytes: Vec<u8>,
+        counts: &mut ReplicationCounts,
+    ) {
         let Some(&done) = self.applied.get(from as usize) else {
             return;
         };
         if seq <= done {
             return;
         }
-        self.early.insert((from, seq), bytes);
+        self.early.insert((from, seq), (phase, bytes));
         self.drain(db, from, counts);
     }
 
@@ -221,7 +285,13 @@ impl Inbox {
     /// applied once every record of it landed, so a replication fence waits for it.
     fn drain(&mut self, db: &Database<Star>, from: Addr, counts: &mut ReplicationCounts) {
         let mut next = self.applied[from as usize];
-        while let Some(bytes) = self.early.get(&(from, next + 1)) {
+        while let Some((phase, bytes)) = self.early.get(&(from, next + 1)) {
+            if let Some(undo) = &mut self.undo {
+                let mut images = BeforeImages::default();
+                if db.before_images(bytes, &mut images).is_ok() && !images.is_empty() {
+                    undo.push((from, *phase, images));
+                }
+            }
             if !apply(db, bytes, counts) {
                 counts.blocked += 1;
                 break;

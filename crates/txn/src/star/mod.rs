@@ -26,7 +26,9 @@
 //! partition mastered by the running thread, applies only other partitions' records meanwhile, and
 //! switches modes and epochs only at replication fences (so every record of a phase is applied
 //! before tombstones of that phase may be unlinked). What it does not do: the phase switching,
-//! routing and fences themselves, recovery (§7.2) and durability.
+//! routing and fences themselves, and durability. For recovery (§7.2) it keeps, on request, the
+//! rows a replication batch is about to change (`undo.rs`, [`BeforeImages`]), so the writes of a
+//! node that failed in the current phase can be taken back.
 
 pub(crate) mod apply;
 mod digest;
@@ -34,9 +36,11 @@ pub(crate) mod format;
 mod protocol;
 mod remote;
 mod replicate;
+mod undo;
 
 pub use apply::{Applied, HELD_LOCK_SPINS};
 pub use format::{MAGIC, MAX_BATCH_BYTES, RecordKind, ReplicationError};
 pub use protocol::{Star, StarMode, StarShared};
 pub use remote::RowLocks;
 pub use replicate::ReplicationMode;
+pub use undo::BeforeImages;
