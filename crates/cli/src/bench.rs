@@ -335,15 +335,17 @@ pub fn run(args: BenchArgs) -> i32 {
                 items: m.items,
             },
             m.clients_per_partition,
+            m.local_clients,
         )),
         WorkloadArgs::Twitter(t) => Some((
             crate::cluster::pdur::PdurWorkload::Twitter { users: t.users },
             t.clients_per_partition,
+            t.local_clients,
         )),
         _ => None,
     };
-    if let Some((workload, clients)) = pdur {
-        return crate::cluster::pdur::run(&args.cluster, c, workload, clients);
+    if let Some((workload, clients, local)) = pdur {
+        return crate::cluster::pdur::run(&args.cluster, c, workload, clients, local);
     }
     if crate::cluster::pdur::PDUR_FAMILY.contains(&args.cluster.algorithm.as_str()) {
         return fail(format!(

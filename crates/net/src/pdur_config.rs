@@ -12,6 +12,8 @@
 //! cross_partition = 0.1          # micro: share of transactions touching 2 partitions
 //! follow_cross = 0.5            # twitter: share of follows touching 2 partitions
 //! clients_per_partition = 8      # closed-loop clients each replica runs per partition
+//! local_clients = true           # false: no load inside the replicas, clients come over TCP
+//! client_addrs = ["127.0.0.1:7100", "127.0.0.1:7101"]  # node i's client endpoint (optional)
 //! warmup_ms = 1000               # load before counting
 //! duration_ms = 5000             # load counted
 //! tick_us = 1000                 # raft tick
@@ -50,6 +52,13 @@ pub struct PdurTable {
     /// Closed-loop clients each replica runs per partition.
     #[serde(default = "PdurTable::default_clients")]
     pub clients_per_partition: u32,
+    /// Whether each replica runs its own closed-loop clients (`false`: the load comes from clients
+    /// over TCP, through [`PdurTable::client_addrs`]).
+    #[serde(default = "PdurTable::default_local_clients")]
+    pub local_clients: bool,
+    /// Where node `i` serves clients over TCP (empty: no client endpoint).
+    #[serde(default)]
+    pub client_addrs: Vec<std::net::SocketAddr>,
     /// Milliseconds of load before transactions are counted.
     #[serde(default = "PdurTable::default_warmup_ms")]
     pub warmup_ms: u64,
@@ -86,6 +95,9 @@ impl PdurTable {
     fn default_clients() -> u32 {
         8
     }
+    fn default_local_clients() -> bool {
+        true
+    }
     fn default_warmup_ms() -> u64 {
         1000
     }
@@ -113,6 +125,8 @@ impl PdurTable {
             cross_partition: 0.0,
             follow_cross: Self::default_follow_cross(),
             clients_per_partition: Self::default_clients(),
+            local_clients: Self::default_local_clients(),
+            client_addrs: Vec::new(),
             warmup_ms: Self::default_warmup_ms(),
             duration_ms: Self::default_duration_ms(),
             tick_us: Self::default_tick_us(),
@@ -168,6 +182,17 @@ impl PdurTable {
                 "clients_per_partition must be 1..=1024, not {}",
                 self.clients_per_partition
             ));
+        }
+        if !self.client_addrs.is_empty() && self.client_addrs.len() != nodes as usize {
+            return bad(format!(
+                "client_addrs names {} endpoints for {nodes} nodes",
+                self.client_addrs.len()
+            ));
+        }
+        if !self.local_clients && self.client_addrs.is_empty() {
+            return bad(
+                "local_clients = false needs client_addrs (the load comes over TCP)".into(),
+            );
         }
         if self.duration_ms == 0 || self.duration_ms > 86_400_000 || self.warmup_ms > 86_400_000 {
             return bad("duration_ms must be 1..=86400000 and warmup_ms at most that".into());

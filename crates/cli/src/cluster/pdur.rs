@@ -15,7 +15,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use phasedb_dist::ramp::bench::launch::ProcessCluster;
+use phasedb_dist::pdur::endpoint::remote::{self, RemoteLoad};
+use phasedb_dist::pdur::serve::{ServeReport, Workload};
+use phasedb_dist::pdur::threaded::LoadStats;
+use phasedb_dist::ramp::bench::launch::{ProcessCluster, free_addrs};
 use phasedb_net::PdurTable;
 use phasedb_net::config::NetSettings;
 use phasedb_txn::{Config, Occ};
@@ -47,6 +50,10 @@ pub struct PdurMicroArgs {
     /// Closed-loop clients of each replica per partition.
     #[arg(long, default_value_t = 8)]
     pub clients_per_partition: u32,
+    /// Generate the load inside each replica process (as STAR's evaluation does) instead of
+    /// running the clients in this process, over TCP to each replica's client endpoint.
+    #[arg(long)]
+    pub local_clients: bool,
 }
 
 /// `phasedb bench twitter` flags.
@@ -58,6 +65,10 @@ pub struct TwitterArgs {
     /// Closed-loop clients of each replica per partition.
     #[arg(long, default_value_t = 8)]
     pub clients_per_partition: u32,
+    /// Generate the load inside each replica process (as STAR's evaluation does) instead of
+    /// running the clients in this process, over TCP to each replica's client endpoint.
+    #[arg(long)]
+    pub local_clients: bool,
 }
 
 /// Which benchmark.
@@ -124,6 +135,8 @@ pub struct PdurSpec {
     pub cross_partition: f64,
     /// Closed-loop clients per partition and replica.
     pub clients_per_partition: u32,
+    /// True: each replica runs its clients; false: they run here, over TCP.
+    pub local_clients: bool,
     /// Warm-up.
     pub warmup: Duration,
     /// Measured window.
@@ -204,6 +217,7 @@ impl PdurSpec {
     pub fn table(&self) -> PdurTable {
         let mut t = PdurTable {
             clients_per_partition: self.clients_per_partition,
+            local_clients: self.local_clients,
             warmup_ms: self.warmup.as_millis() as u64,
             duration_ms: (self.duration.as_millis() as u64).max(1),
             seed: self.seed,
@@ -310,10 +324,23 @@ pub fn combine(nodes: &[BTreeMap<String, u64>], partitions: u32) -> PdurResult {
 fn measure_cluster(spec: &PdurSpec) -> Result<PdurResult, String> {
     let binary =
         crate::this_program().map_err(|e| format!("cannot find the phasedb binary: {e}"))?;
-    let table = spec.table();
+    let mut table = spec.table();
+    if !spec.local_clients {
+        table.client_addrs = free_addrs(spec.replicas)
+            .map_err(|e| format!("cannot find ports for the client endpoints: {e}"))?;
+    }
+    table
+        .validate(spec.replicas as u32)
+        .map_err(|e| e.to_string())?;
     let partitions = table.partitions;
     // Not pinned: a replica's partitions are threads that need every core.
-    let mut cluster = ProcessCluster::start_pdur(&binary, spec.replicas, table, spec.net, false)?;
+    let mut cluster =
+        ProcessCluster::start_pdur(&binary, spec.replicas, table.clone(), spec.net, false)?;
+    let clients = if spec.local_clients {
+        Vec::new()
+    } else {
+        remote_clients(spec, &table)?
+    };
     let done: Vec<_> = (0..spec.replicas)
         .map(|i| super::pdur_node::done_path(&cluster.stats_path(i)))
         .collect();
@@ -332,15 +359,38 @@ fn measure_cluster(spec: &PdurSpec) -> Result<PdurResult, String> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    let remote: Vec<Result<(LoadStats, Duration), String>> = clients
+        .into_iter()
+        .map(|(i, h)| {
+            h.join()
+                .map_err(|_| format!("a client of replica {i} panicked"))
+                .and_then(|r| r.map_err(|e| format!("a client of replica {i}: {e}")))
+        })
+        .collect();
     // Followers learn the last commits with the next heartbeats.
     std::thread::sleep(Duration::from_millis(300));
     let texts = cluster.stop_with_texts(Duration::from_secs(10));
-    let nodes = texts
+    let mut nodes = texts
         .into_iter()
         .enumerate()
         .map(|(i, t)| t.map_err(|e| format!("node {i}: {e}")))
         .map(|t| t.and_then(|t| parse_counters(&t)))
         .collect::<Result<Vec<_>, String>>()?;
+    if !spec.local_clients {
+        let per_replica = connections(spec);
+        for (i, n) in nodes.iter_mut().enumerate() {
+            let mut load = LoadStats::default();
+            let mut measured = Duration::ZERO;
+            for r in &remote[i * per_replica..(i + 1) * per_replica] {
+                let (l, m) = r.clone()?;
+                load.merge(&l);
+                measured = measured.max(m);
+            }
+            n.retain(|k, _| !k.starts_with("kind."));
+            let text = ServeReport::load_text(&load, measured.as_nanos() as u64);
+            n.extend(parse_counters(&text)?);
+        }
+    }
     let mut r = combine(&nodes, partitions);
     if let PdurWorkload::Micro { ty, .. } = &spec.workload {
         // The replicas count every micro-benchmark transaction as "micro".
@@ -349,6 +399,48 @@ fn measure_cluster(spec: &PdurSpec) -> Result<PdurResult, String> {
         }
     }
     Ok(r)
+}
+
+/// Connections the clients of one replica use: up to 32 clients each.
+fn connections(spec: &PdurSpec) -> usize {
+    (spec.clients_per_partition as usize * spec.partitions as usize).div_ceil(32)
+}
+
+type ClientThread = std::thread::JoinHandle<Result<(LoadStats, Duration), String>>;
+
+/// Starts the clients over TCP, `connections(spec)` threads per replica, replica by replica.
+fn remote_clients(
+    spec: &PdurSpec,
+    table: &PdurTable,
+) -> Result<Vec<(usize, ClientThread)>, String> {
+    let workload = Workload::from_table(table)?;
+    let per_replica = connections(spec);
+    let clients = spec.clients_per_partition as usize * spec.partitions as usize;
+    let mut out = Vec::new();
+    for (i, &addr) in table.client_addrs.iter().enumerate() {
+        for c in 0..per_replica {
+            let inflight = clients / per_replica + usize::from(c < clients % per_replica);
+            let load = RemoteLoad {
+                addr,
+                partitions: spec.partitions as usize,
+                generators: workload
+                    .generators(spec.seed ^ ((i as u64) << 32) ^ ((c as u64) << 40)),
+                inflight,
+                warmup: spec.warmup,
+                duration: spec.duration,
+            };
+            let h = std::thread::Builder::new()
+                .name(format!("pdur-client-{i}-{c}"))
+                .spawn(move || {
+                    remote::run(load)
+                        .map(|r| (r.load, r.measured))
+                        .map_err(|e| e.to_string())
+                })
+                .map_err(|e| format!("cannot start a client thread: {e}"))?;
+            out.push((i, h));
+        }
+    }
+    Ok(out)
 }
 
 /// Runs the micro-benchmark on the embedded engine with `spec.replicas` threads.
@@ -421,6 +513,7 @@ fn spec(
     c: &Common,
     workload: PdurWorkload,
     clients_per_partition: u32,
+    local_clients: bool,
 ) -> Result<PdurSpec, String> {
     let algorithm = PdurAlgorithm::parse(&args.algorithm).ok_or_else(|| {
         format!(
@@ -494,6 +587,7 @@ fn spec(
         partitions,
         cross_partition,
         clients_per_partition,
+        local_clients,
         warmup: Duration::from_secs_f64(c.warmup),
         duration: Duration::from_secs_f64(c.duration),
         seed: c.seed,
@@ -506,16 +600,17 @@ fn spec(
 }
 
 /// Runs `phasedb bench pdur-micro|twitter`; returns the process exit code.
-pub fn run(args: &ClusterArgs, c: &Common, workload: PdurWorkload, clients: u32) -> i32 {
-    let spec = match spec(args, c, workload, clients) {
+pub fn run(
+    args: &ClusterArgs,
+    c: &Common,
+    workload: PdurWorkload,
+    clients: u32,
+    local_clients: bool,
+) -> i32 {
+    let spec = match spec(args, c, workload, clients, local_clients) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    if spec.algorithm != PdurAlgorithm::Embedded
-        && let Err(e) = spec.table().validate(spec.replicas as u32)
-    {
-        return fail(e);
-    }
     let result = match measure(&spec) {
         Ok(r) => r,
         Err(e) => return fail(e),

@@ -145,6 +145,11 @@ impl Transaction {
         }
     }
 
+    /// The buffered writes.
+    pub fn writes(&self) -> &[(Key, Value)] {
+        &self.writes
+    }
+
     /// True while the transaction wrote nothing.
     pub fn is_read_only(&self) -> bool {
         self.writes.is_empty()

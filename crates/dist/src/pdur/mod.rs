@@ -24,6 +24,7 @@
 //!   channels, and the replica's own load.
 //! - [`client`]: Algorithm 3.
 //! - [`node`]: the replica as a cluster node: a broadcast group per partition, its own clients.
+//! - [`endpoint`]: clients over TCP — one endpoint per replica, its sessions, a remote load.
 //! - [`serve`]: the threaded replica behind its broadcast groups over TCP (`phasedb node`).
 //! - [`history`]: committed transactions as a `check` history.
 //! - [`model`]: the analytical scaling models of DUR (equation 3) and P-DUR (equation 5).
@@ -31,6 +32,7 @@
 
 pub mod certify;
 pub mod client;
+pub mod endpoint;
 pub mod history;
 pub mod model;
 pub mod node;

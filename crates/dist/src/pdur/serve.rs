@@ -10,8 +10,14 @@
 //! paper's clients do against their replica (Algorithm 3); a run goes through the stages of
 //! [`Stage`]: wait for every group's leader, warm up, measure, drain.
 //!
-//! A proposal lost with a failed leader is not proposed again here (the client would wait): the
-//! deterministic [`super::node::PdurNode`] does that and is what the fault tests drive.
+//! Clients over TCP reach the replica through its client endpoint ([`Endpoint`], at the table's
+//! `client_addrs[id]`); `local_clients = false` turns the replica's own load off.
+//!
+//! A proposal lost with a failed leader (raft-rs forwards a follower's proposal to the leader
+//! and forgets it) is proposed again: the node keeps each of its proposals until every group it
+//! names has delivered it, and proposes it again to the groups that have not after
+//! [`REPROPOSE_NS`]. A partition that delivered it before ignores the copy (duplicate detection
+//! by the client's sequence number), so proposing again is always safe.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,8 +26,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
+use super::endpoint::Endpoint;
 use super::partition_of;
-use super::request::PartitionId;
+use super::request::{PAYLOAD_TAG, PartitionId, TxnId};
 use super::threaded::{LoadStats, LocalLoad, Stopped, ThreadedReplica, total_load};
 use super::workload::Generator;
 use super::workload::micro::{MicroConfig, MicroGen, MicroType};
@@ -29,6 +36,32 @@ use super::workload::twitter::{TwitterConfig, TwitterGen};
 use crate::broadcast::{Broadcast, BroadcastConfig, Delivery, GroupId, GroupMsg};
 use phasedb_net::tcp::TcpOptions;
 use phasedb_net::{Addr, ClusterConfig, Node, PdurTable, Transport};
+
+/// How long a proposal may stay undelivered before it is proposed again (several election
+/// timeouts: a new leader is normally in place by then).
+pub const REPROPOSE_NS: u64 = 600_000_000;
+
+/// Which groups a node leads, for tests that crash a leader.
+#[derive(Debug, Default)]
+pub struct Probe {
+    /// Bit `g` set while this node leads group `g` (groups below 64).
+    pub leads: std::sync::atomic::AtomicU64,
+}
+
+/// One of this node's proposals, kept until every group it names delivered it.
+struct Proposal {
+    payload: Vec<u8>,
+    missing: smallvec::SmallVec<[GroupId; 4]>,
+    at: u64,
+}
+
+/// The transaction of a payload, read from its first bytes (`None` if it is not a request).
+fn payload_txn(payload: &[u8]) -> Option<TxnId> {
+    match payload.split_first() {
+        Some((&PAYLOAD_TAG, body)) => postcard::take_from_bytes::<TxnId>(body).ok().map(|r| r.0),
+        _ => None,
+    }
+}
 
 /// What replicas exchange, and what the workers hand their node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +185,8 @@ pub struct NodeCounters {
     pub refused_messages: u64,
     /// Restores of a non-empty state refused (state transfer is not supported here).
     pub refused_restores: u64,
+    /// Proposals proposed again after [`REPROPOSE_NS`] undelivered.
+    pub reproposed: u64,
 }
 
 /// The replica with its broadcast, as the TCP runtime drives it.
@@ -166,6 +201,9 @@ pub struct ReplicaNode {
     deferred: std::collections::VecDeque<(GroupId, Vec<u8>)>,
     counters: NodeCounters,
     on_done: Option<Box<dyn FnOnce() + Send>>,
+    pending: rustc_hash::FxHashMap<TxnId, Proposal>,
+    now: u64,
+    probe: Option<std::sync::Arc<Probe>>,
 }
 
 impl ReplicaNode {
@@ -199,7 +237,38 @@ impl ReplicaNode {
             deferred: Default::default(),
             counters: NodeCounters::default(),
             on_done,
+            pending: Default::default(),
+            now: 0,
+            probe: None,
         })
+    }
+
+    /// Publishes which groups this node leads into `probe` on every tick.
+    pub fn with_probe(mut self, probe: std::sync::Arc<Probe>) -> ReplicaNode {
+        self.probe = Some(probe);
+        self
+    }
+
+    /// This node's proposals not yet delivered by every group they name.
+    pub fn undelivered(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Proposes again, to the groups that have not delivered them, the proposals older than
+    /// [`REPROPOSE_NS`].
+    fn repropose(&mut self) {
+        let now = self.now;
+        let mut again: Vec<(GroupId, Vec<u8>)> = Vec::new();
+        for p in self.pending.values_mut() {
+            if now.saturating_sub(p.at) >= REPROPOSE_NS {
+                p.at = now;
+                self.counters.reproposed += 1;
+                again.extend(p.missing.iter().map(|&g| (g, p.payload.clone())));
+            }
+        }
+        for (g, payload) in again {
+            self.propose(g, payload);
+        }
     }
 
     /// Where the run is.
@@ -244,6 +313,15 @@ impl ReplicaNode {
             match d {
                 Delivery::Entry { group, payload, .. } => {
                     self.counters.delivered += 1;
+                    if !self.pending.is_empty()
+                        && let Some(id) = payload_txn(&payload)
+                        && let Some(p) = self.pending.get_mut(&id)
+                    {
+                        p.missing.retain(|g| *g != group);
+                        if p.missing.is_empty() {
+                            self.pending.remove(&id);
+                        }
+                    }
                     self.replica.deliver(group as PartitionId, payload.to_vec());
                 }
                 Delivery::Restore { index, state, .. } => {
@@ -309,6 +387,14 @@ impl Node for ReplicaNode {
                 if from != self.me {
                     self.counters.refused_messages += 1;
                 } else if let Some((&last, rest)) = parts.split_last() {
+                    if let Some(id) = payload_txn(&payload) {
+                        let proposal = Proposal {
+                            payload: payload.clone(),
+                            missing: parts.iter().map(|&p| p as GroupId).collect(),
+                            at: self.now,
+                        };
+                        self.pending.insert(id, proposal);
+                    }
                     for &p in rest {
                         self.propose(p as GroupId, payload.clone());
                     }
@@ -321,7 +407,18 @@ impl Node for ReplicaNode {
 
     fn on_tick<T: Transport<ServeMsg>>(&mut self, net: &mut T) {
         let now = net.now();
+        self.now = now;
         self.bcast.tick(now);
+        self.repropose();
+        if let Some(probe) = &self.probe {
+            let groups = self.replica.partitions().min(64) as GroupId;
+            let leads = (0..groups)
+                .filter(|&g| self.bcast.leader(g) == Some(self.me))
+                .fold(0u64, |m, g| m | 1 << g);
+            probe
+                .leads
+                .store(leads, std::sync::atomic::Ordering::Release);
+        }
         for _ in 0..self.deferred.len() {
             let Some((g, payload)) = self.deferred.pop_front() else {
                 break;
@@ -364,29 +461,11 @@ impl ServeReport {
     /// The report as `name value` lines (the node's `--stats` file).
     pub fn to_text(&self) -> String {
         use std::fmt::Write;
-        let mut out = String::new();
+        let mut out = format!("node {}\n", self.node);
+        out.push_str(&Self::load_text(&self.load, self.measured_ns));
         let mut line = |name: &str, v: u64| {
             let _ = writeln!(out, "{name} {v}");
         };
-        line("node", u64::from(self.node));
-        line("measured_ns", self.measured_ns);
-        line("committed", self.load.committed());
-        line("aborted", self.load.aborted());
-        let mut kinds: Vec<_> = self.load.by_kind.iter().collect();
-        kinds.sort();
-        for (kind, (c, a)) in kinds {
-            line(&format!("kind.{kind}.committed"), *c);
-            line(&format!("kind.{kind}.aborted"), *a);
-            let mut lat = self
-                .load
-                .kind_latencies
-                .get(kind)
-                .cloned()
-                .unwrap_or_default();
-            for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)] {
-                line(&format!("kind.{kind}.{name}_ns"), quantile(&mut lat, q));
-            }
-        }
         for (p, d) in self.digests.iter().enumerate() {
             line(&format!("digest.{p}"), *d);
         }
@@ -399,6 +478,31 @@ impl ServeReport {
         line("deferred", c.deferred);
         line("refused_messages", c.refused_messages);
         line("refused_restores", c.refused_restores);
+        line("reproposed", c.reproposed);
+        out
+    }
+
+    /// Clients' counters as `name value` lines: the measured window, committed and aborted
+    /// transactions, and per type the counts and latency percentiles.
+    pub fn load_text(load: &LoadStats, measured_ns: u64) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let mut line = |name: &str, v: u64| {
+            let _ = writeln!(out, "{name} {v}");
+        };
+        line("measured_ns", measured_ns);
+        line("committed", load.committed());
+        line("aborted", load.aborted());
+        let mut kinds: Vec<_> = load.by_kind.iter().collect();
+        kinds.sort();
+        for (kind, (c, a)) in kinds {
+            line(&format!("kind.{kind}.committed"), *c);
+            line(&format!("kind.{kind}.aborted"), *a);
+            let mut lat = load.kind_latencies.get(kind).cloned().unwrap_or_default();
+            for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)] {
+                line(&format!("kind.{kind}.{name}_ns"), quantile(&mut lat, q));
+            }
+        }
         out
     }
 }
@@ -420,7 +524,11 @@ pub fn start_replica(
         workload.partitions(),
         move |p, put| workload.fill(data_seed, p, put),
         Some(LocalLoad {
-            clients_per_partition: table.clients_per_partition as usize,
+            clients_per_partition: if table.local_clients {
+                table.clients_per_partition as usize
+            } else {
+                0
+            },
             generators: workload.generators(table.seed ^ (u64::from(id) << 32)),
             replica: u8::try_from(id).map_err(|_| "at most 255 replicas".to_string())?,
             broadcast: Some(broadcast),
@@ -453,6 +561,19 @@ pub async fn serve(
     record: bool,
     on_done: Option<Box<dyn FnOnce() + Send>>,
 ) -> Result<ServeReport, String> {
+    serve_with(cfg, id, listener, shutdown, record, on_done, None).await
+}
+
+/// [`serve`], publishing which groups the node leads into `probe` (tests that crash a leader).
+pub async fn serve_with(
+    cfg: &ClusterConfig,
+    id: Addr,
+    listener: Option<std::net::TcpListener>,
+    shutdown: impl Future<Output = ()>,
+    record: bool,
+    on_done: Option<Box<dyn FnOnce() + Send>>,
+    probe: Option<std::sync::Arc<Probe>>,
+) -> Result<ServeReport, String> {
     let table = cfg
         .pdur
         .as_ref()
@@ -462,7 +583,19 @@ pub async fn serve(
         .ok_or_else(|| format!("node {id} is not in the cluster"))?
         .addr;
     let (tx, rx) = unbounded_channel();
-    let replica = start_replica(table, id, tx, record)?;
+    let mut replica = start_replica(table, id, tx, record)?;
+    let endpoint = match table.client_addrs.get(id as usize) {
+        Some(&addr) => {
+            let l = std::net::TcpListener::bind(addr)
+                .map_err(|e| format!("cannot serve clients on {addr}: {e}"))?;
+            let decisions = replica.take_decisions();
+            Some(
+                Endpoint::start(l, replica.handle(), decisions)
+                    .map_err(|e| format!("cannot serve clients on {addr}: {e}"))?,
+            )
+        }
+        None => None,
+    };
     let replicas: Vec<Addr> = cfg.nodes.iter().map(|n| n.id).collect();
     let mut node = ReplicaNode::new(
         id,
@@ -473,6 +606,9 @@ pub async fn serve(
         Duration::from_millis(table.duration_ms),
         on_done,
     )?;
+    if let Some(probe) = probe {
+        node = node.with_probe(probe);
+    }
     let peers: Vec<(Addr, SocketAddr)> = cfg.nodes.iter().map(|n| (n.id, n.addr)).collect();
     let mut opts = TcpOptions::new(id, peers);
     match listener {
@@ -483,8 +619,10 @@ pub async fn serve(
     opts.poll = Duration::from_micros(cfg.net.poll_us);
     opts.delay = Duration::from_micros(cfg.net.delay_us);
     opts.inject = Some(rx);
-    phasedb_net::tcp::run(&mut node, opts, shutdown)
-        .await
-        .map_err(|e| format!("cannot serve on {me}: {e}"))?;
+    let served = phasedb_net::tcp::run(&mut node, opts, shutdown).await;
+    if let Some(e) = endpoint {
+        e.stop();
+    }
+    served.map_err(|e| format!("cannot serve on {me}: {e}"))?;
     Ok(node.finish(Duration::from_secs(2)))
 }

@@ -53,7 +53,32 @@ fn origin_replica(origin: u32) -> u8 {
 pub type Broadcaster = Arc<dyn Fn(&[PartitionId], Vec<u8>) + Send + Sync>;
 
 /// A read's answer per key.
-type ReadAnswers = Vec<(Key, Result<ReadReply, ReadError>)>;
+pub type ReadAnswers = Vec<(Key, Result<ReadReply, ReadError>)>;
+
+/// An answer for a client outside the worker threads (a client endpoint's session), tagged with
+/// the client's transaction.
+#[derive(Debug)]
+pub enum External {
+    /// The answers to [`ReplicaHandle::read_to`] at `partition`.
+    Read {
+        /// The client's transaction.
+        tag: u32,
+        /// The partition that answered.
+        partition: PartitionId,
+        /// Per key, the value read or why not.
+        answers: ReadAnswers,
+    },
+    /// The answer to [`ReplicaHandle::validate_to`].
+    Validated {
+        /// The client's transaction.
+        tag: u32,
+        /// True if the reads there are still current.
+        ok: bool,
+    },
+}
+
+/// Where a worker sends an [`External`] answer.
+pub type ExternalSink = Arc<dyn Fn(External) + Send + Sync>;
 
 /// What the worker threads exchange.
 enum Msg {
@@ -83,9 +108,17 @@ enum Msg {
     Outcome { client: u32, committed: bool },
     /// A read from outside the worker threads.
     ExternalRead {
-        keys: Vec<Key>,
+        keys: SmallVec<[Key; 4]>,
         st: Option<Sc>,
-        reply: Sender<ReadAnswers>,
+        tag: u32,
+        reply: ExternalSink,
+    },
+    /// A read-only check from outside the worker threads.
+    ExternalValidate {
+        keys: Vec<Key>,
+        st: Sc,
+        tag: u32,
+        reply: ExternalSink,
     },
     /// Stop and hand the partition back.
     Stop,
@@ -128,7 +161,8 @@ impl LoadStats {
         self.by_kind.values().map(|c| c.1).sum()
     }
 
-    fn count(&mut self, kind: &'static str, committed: bool, started: Instant) {
+    /// Counts one transaction of type `kind` that began at `started`.
+    pub fn count(&mut self, kind: &'static str, committed: bool, started: Instant) {
         let c = self.by_kind.entry(kind).or_default();
         if committed {
             c.0 += 1;
@@ -145,7 +179,8 @@ impl LoadStats {
         }
     }
 
-    fn merge(&mut self, other: &LoadStats) {
+    /// Adds `other`'s counters.
+    pub fn merge(&mut self, other: &LoadStats) {
         for (k, v) in &other.by_kind {
             let c = self.by_kind.entry(k).or_default();
             c.0 += v.0;
@@ -366,15 +401,30 @@ impl ThreadedReplica {
         &self.decisions
     }
 
+    /// Takes the receiver of [`ThreadedReplica::decisions`] (for a client endpoint's
+    /// dispatcher), leaving one that receives nothing.
+    pub fn take_decisions(&mut self) -> Receiver<Decision> {
+        std::mem::replace(&mut self.decisions, channel().1)
+    }
+
+    /// A handle on the workers for clients outside them.
+    pub fn handle(&self) -> ReplicaHandle {
+        ReplicaHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
     /// Reads `keys` of partition `p` at `st` (or its stable snapshot, then kept in use until
     /// [`ThreadedReplica::release`]), from outside the workers; blocks for the answer.
     pub fn read(&self, p: PartitionId, keys: Vec<Key>, st: Option<Sc>) -> ReadAnswers {
         let (tx, rx) = channel();
-        let _ = self.shared.inboxes[p as usize].send(Msg::ExternalRead {
-            keys,
-            st,
-            reply: tx,
+        let tx = Mutex::new(tx);
+        let sink: ExternalSink = Arc::new(move |e| {
+            if let External::Read { answers, .. } = e {
+                let _ = tx.lock().expect("not poisoned").send(answers);
+            }
         });
+        self.handle().read_to(p, &keys, st, 0, &sink);
         rx.recv().unwrap_or_default()
     }
 
@@ -433,6 +483,86 @@ impl ThreadedReplica {
             .into_iter()
             .map(|w| w.join().expect("a worker panicked"))
             .collect()
+    }
+}
+
+/// The workers as clients outside them reach them (cheap to clone; messages, no shared data).
+#[derive(Clone)]
+pub struct ReplicaHandle {
+    shared: Arc<Shared>,
+}
+
+impl ReplicaHandle {
+    /// The number of partitions.
+    pub fn partitions(&self) -> usize {
+        self.shared.inboxes.len()
+    }
+
+    /// This replica's number among the replicas.
+    pub fn replica(&self) -> u8 {
+        self.shared.replica
+    }
+
+    /// Partition `p`'s stable snapshot as its worker last published it.
+    pub fn stable(&self, p: PartitionId) -> Sc {
+        self.shared.stable[p as usize].0.load(Ordering::Acquire)
+    }
+
+    /// Reads `keys` of partition `p` at `st` (or at the stable snapshot, then kept in use until
+    /// [`ReplicaHandle::release`]); the answer goes to `reply` tagged `tag`.
+    pub fn read_to(
+        &self,
+        p: PartitionId,
+        keys: &[Key],
+        st: Option<Sc>,
+        tag: u32,
+        reply: &ExternalSink,
+    ) {
+        let _ = self.shared.inboxes[p as usize].send(Msg::ExternalRead {
+            keys: SmallVec::from_slice(keys),
+            st,
+            tag,
+            reply: reply.clone(),
+        });
+    }
+
+    /// Asks partition `p` whether `keys` read at `st` are still current (a read-only
+    /// transaction's check across partitions); the answer goes to `reply` tagged `tag`.
+    pub fn validate_to(
+        &self,
+        p: PartitionId,
+        keys: Vec<Key>,
+        st: Sc,
+        tag: u32,
+        reply: &ExternalSink,
+    ) {
+        let _ = self.shared.inboxes[p as usize].send(Msg::ExternalValidate {
+            keys,
+            st,
+            tag,
+            reply: reply.clone(),
+        });
+    }
+
+    /// A snapshot of partition `p` is no longer in use.
+    pub fn release(&self, p: PartitionId, st: Sc) {
+        let _ = self.shared.inboxes[p as usize].send(Msg::Release(st));
+    }
+
+    /// Terminates an update: its payload to the atomic broadcast of each partition in `parts`
+    /// (straight to their inboxes for a lone replica without one).
+    pub fn broadcast(&self, parts: &[PartitionId], payload: Vec<u8>) {
+        match &self.shared.broadcast {
+            Some(b) => b(parts, payload),
+            None => {
+                if let Some((&last, rest)) = parts.split_last() {
+                    for &p in rest {
+                        let _ = self.shared.inboxes[p as usize].send(Msg::Deliver(payload.clone()));
+                    }
+                    let _ = self.shared.inboxes[last as usize].send(Msg::Deliver(payload));
+                }
+            }
+        }
     }
 }
 
@@ -656,9 +786,25 @@ impl Worker {
                 }
             }
             Msg::Outcome { client, committed } => self.on_outcome(client, committed),
-            Msg::ExternalRead { keys, st, reply } => {
-                let _ = reply.send(self.read_at_one_snapshot(&keys, st));
-            }
+            Msg::ExternalRead {
+                keys,
+                st,
+                tag,
+                reply,
+            } => reply(External::Read {
+                tag,
+                partition: self.me,
+                answers: self.read_at_one_snapshot(&keys, st),
+            }),
+            Msg::ExternalValidate {
+                keys,
+                st,
+                tag,
+                reply,
+            } => reply(External::Validated {
+                tag,
+                ok: self.part.reads_current(keys, st),
+            }),
             Msg::Stop => unreachable!("handled by the loop"),
         }
     }

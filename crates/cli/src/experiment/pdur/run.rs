@@ -81,6 +81,7 @@ impl Point {
                 partitions,
                 cross_partition: cross,
                 clients_per_partition: CLIENTS_PER_PARTITION,
+                local_clients: true,
                 warmup: s.warmup,
                 duration: s.duration.max(Duration::from_millis(200)),
                 seed: s.seed,
