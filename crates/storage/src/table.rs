@@ -429,7 +429,7 @@ impl<M: Send + Sync> Table<M> {
 
     /// Changes the table's column groups: copies the records (those `keep` accepts) into a new
     /// version laid out by `schema`, which must have the same columns in the same order, and makes
-    /// it current. `meta(old, covering)` gives the metadata of each new group of the copy of record
+    /// it current; `keep(key, record)` is asked first for each. `meta(old, covering)` gives the metadata of each new group of the copy of record
     /// `old`, where `covering` is the mask of the old groups that hold the new group's columns.
     /// Records keep their keys and row values but not their addresses.
     ///
@@ -442,7 +442,7 @@ impl<M: Send + Sync> Table<M> {
         &self,
         schema: Schema,
         guard: &Guard,
-        mut keep: impl FnMut(RecordPtr<M>) -> bool,
+        mut keep: impl FnMut(u64, RecordPtr<M>) -> bool,
         mut meta: impl FnMut(RecordPtr<M>, u32) -> M,
     ) -> Result<(), SchemaError> {
         let old = self.v();
@@ -460,7 +460,7 @@ impl<M: Send + Sync> Table<M> {
             records.clear();
             self.for_each_in_part(part, guard, |key, rec| records.push((key, rec)));
             for &(key, rec) in &records {
-                if !keep(rec) {
+                if !keep(key, rec) {
                     continue;
                 }
                 rec.copy_words(&old.layout, 0, &mut src);
@@ -598,14 +598,14 @@ mod tests {
                 .build()
                 .unwrap();
             assert_eq!(
-                t.regroup(bad, &guard, |_| true, |_, _| AtomicU64::new(0))
+                t.regroup(bad, &guard, |_, _| true, |_, _| AtomicU64::new(0))
                     .unwrap_err(),
                 SchemaError::ColumnsDiffer
             );
             t.regroup(
                 fine.clone(),
                 &guard,
-                |r| r.meta(t.layout(), 0).load(Ordering::Relaxed) != 1013,
+                |_, r| r.meta(t.layout(), 0).load(Ordering::Relaxed) != 1013,
                 |r, covering| {
                     assert_eq!(covering, 1);
                     AtomicU64::new(r.meta(t.layout(), 0).load(Ordering::Relaxed) + 1)

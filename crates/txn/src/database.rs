@@ -109,6 +109,8 @@ pub struct Database<P: Protocol> {
     specs: Vec<TableSpec>,
     /// The loggers, once durable operation started.
     pub(crate) durable: Option<Durable>,
+    /// Automatic column groups: samples, planner, changes.
+    pub(crate) granularity: crate::granularity::Granularity,
 }
 
 /// Durable operation of a database: what its workers log into and the loggers' threads.
@@ -142,6 +144,7 @@ impl<P: Protocol> Database<P> {
             activity: std::sync::Arc::new(Activity::new(MAX_WORKERS)),
             specs: Vec::new(),
             durable: None,
+            granularity: Default::default(),
             phantom_ts: Vec::new(),
             abort_requests: (0..MAX_WORKERS).map(|_| Default::default()).collect(),
             clock,
