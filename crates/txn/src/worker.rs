@@ -251,7 +251,10 @@ impl<'db, P: Protocol> Worker<'db, P> {
             if let (Ok((_, tid)), Some(h), false) = (&outcome, &mut self.history, self.prepare) {
                 crate::record::record_commit(db, &self.state, *tid, self.id, h);
             }
-            if timed && outcome.is_ok() && db.granularity.active() {
+            if outcome.is_ok()
+                && db.granularity.active()
+                && crate::granularity::sampled(self.sample)
+            {
                 crate::granularity::sample_commit(db, &self.state, self.slot);
             }
             drop(guard);

@@ -107,6 +107,9 @@ pub(crate) struct Granularity {
     opened: Instant,
     /// Set when planning is paused ([`Database::pause_granularity`]).
     paused: AtomicBool,
+    /// Set while a regrouping waits for a quiescent point ([`Granularity::due`] is then true, so
+    /// workers wait before their next transaction instead of racing the claims).
+    pending: AtomicBool,
 }
 
 impl Default for Granularity {
@@ -121,6 +124,7 @@ impl Default for Granularity {
             config: GranularityConfig::default(),
             opened: Instant::now(),
             paused: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
         }
     }
 }
@@ -148,9 +152,38 @@ impl Granularity {
         self.slots[slot].lock()
     }
 
+    /// Marks a regrouping pending until the returned guard drops.
+    pub(crate) fn hold_workers(&self) -> HoldWorkers<'_> {
+        self.pending.store(true, Ordering::Release);
+        let saved = self.next_epoch.swap(0, Ordering::AcqRel);
+        HoldWorkers { g: self, saved }
+    }
+
     pub(crate) fn next_event(&self) -> u64 {
         self.events.fetch_add(1, Ordering::Relaxed)
     }
+}
+
+/// A pending regrouping (see [`Granularity::hold_workers`]).
+pub(crate) struct HoldWorkers<'a> {
+    g: &'a Granularity,
+    saved: u64,
+}
+
+impl Drop for HoldWorkers<'_> {
+    fn drop(&mut self) {
+        self.g.next_epoch.store(self.saved, Ordering::Release);
+        self.g.pending.store(false, Ordering::Release);
+    }
+}
+
+/// Whether the worker's `n`th transaction is sampled: one in [`crate::worker::LATENCY_SAMPLE`],
+/// by the top bits of `n` times the golden ratio (Fibonacci hashing), so a workload that cycles
+/// through transaction types with a period dividing the rate is still sampled evenly.
+#[inline]
+pub(crate) fn sampled(n: u64) -> bool {
+    const SHIFT: u32 = 64 - crate::worker::LATENCY_SAMPLE.trailing_zeros();
+    n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> SHIFT == 0
 }
 
 /// A planning round, run by the worker in `slot` between transactions when one is due.
@@ -158,6 +191,10 @@ impl Granularity {
 pub(crate) fn tick<P: Protocol>(db: &Database<P>, epoch: u64) {
     let g = &db.granularity;
     let Some(mut planner) = g.planner.try_lock() else {
+        // A regrouping waits for a quiescent point: stay out of transactions until it is done.
+        while g.pending.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
         return;
     };
     if !g.due(epoch) {

@@ -104,6 +104,7 @@ pub(crate) fn regroup<P: Protocol>(
     if schema.group_of_columns() == table.schema().group_of_columns() {
         return Ok(false);
     }
+    let _hold = db.granularity.hold_workers();
     let _quiet = Quiescent::reach(&db.activity);
     let guard = phasedb_storage::pin();
     let (old, layout) = (table.schema().clone(), *table.layout());

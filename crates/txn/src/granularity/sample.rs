@@ -1,5 +1,5 @@
 //! Sampling what the planner needs, per worker: the column footprint (read and written columns per
-//! table) of one committed transaction in [`crate::worker::LATENCY_SAMPLE`], and for every conflict
+//! table) of one committed transaction in [`crate::worker::LATENCY_SAMPLE`] (`super::sampled`), and for every conflict
 //! abort the tables whose versions changed under the aborted attempt.
 //!
 //! Each worker writes only its own activity slot's sample, under a mutex that only the planner
