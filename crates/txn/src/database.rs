@@ -262,7 +262,9 @@ impl<P: Protocol> Database<P> {
     /// The protocol's own figures (Doppel: phases, split records, stashed transactions), as
     /// name/value pairs for reports.
     pub fn protocol_report(&self) -> Vec<(&'static str, String)> {
-        P::report(self)
+        let mut r = P::report(self);
+        r.extend(crate::granularity::report(self));
+        r
     }
 
     /// Starts durable operation in [`Config::durability`]'s directory (SiloR). Call it once the

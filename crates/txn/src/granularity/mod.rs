@@ -297,6 +297,40 @@ impl TableStats {
     }
 }
 
+/// For reports: each automatic table's groups now, and every change (time since the database
+/// opened, table, new groups).
+pub(crate) fn report<P: Protocol>(db: &Database<P>) -> Vec<(&'static str, String)> {
+    if !db.granularity.active() {
+        return Vec::new();
+    }
+    let show = |groups: &[Vec<String>]| {
+        (groups.iter())
+            .map(|g| format!("[{}]", g.join(" ")))
+            .collect::<Vec<_>>()
+            .join("")
+    };
+    let now = (0..db.tables().len() as TableId)
+        .filter(|&t| db.granularity.is_auto(t))
+        .map(|t| format!("{} {}", db.table(t).name(), show(&db.groups_of(t))))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let changes = (db.group_changes().iter())
+        .map(|c| format!("{:.2}s {} {}", c.at.as_secs_f64(), c.table, show(&c.groups)))
+        .collect::<Vec<_>>()
+        .join("; ");
+    vec![
+        ("auto_groups", now),
+        (
+            "group_changes",
+            if changes.is_empty() {
+                "none".into()
+            } else {
+                changes
+            },
+        ),
+    ]
+}
+
 /// Column names of each group of `schema`.
 fn describe(schema: &phasedb_storage::Schema) -> Vec<Vec<String>> {
     (schema.groups().iter())
