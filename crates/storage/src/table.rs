@@ -85,7 +85,9 @@ pub struct Table<M> {
     first: Version<M>,
     /// The version [`Table::regroup`] made last; null while `first` is current.
     current: AtomicPtr<Version<M>>,
-    /// Every version after `first`, kept until the table is dropped.
+    /// Every version after `first`, kept until the table is dropped; boxed so that a published
+    /// version keeps its address when the vector grows.
+    #[allow(clippy::vec_box)]
     later: Mutex<Vec<Box<Version<M>>>>,
 }
 

@@ -126,7 +126,7 @@ fn split_workload(db: &Database<Occ>, t: phasedb_txn::TableId, until: Instant) {
                 {
                     n += 1;
                     let key = n % 4;
-                    if (n + i) % 2 == 0 {
+                    if (n + i).is_multiple_of(2) {
                         w.execute(0, |tx| {
                             for k in 0..4 {
                                 tx.get_columns(t, (key + k) % 4, columns(&[0, 1, 2, 3]))?;
