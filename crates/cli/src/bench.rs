@@ -124,6 +124,8 @@ pub enum Granularity {
     #[default]
     Coarse,
     Fine,
+    /// Chosen and changed by the engine while it runs (ycsb and tpcc, protocols without phases).
+    Auto,
 }
 
 /// `phasedb bench` arguments.
@@ -457,6 +459,14 @@ pub fn run(args: BenchArgs) -> i32 {
     if c.protocol == ProtocolName::Atomic && !increments {
         return fail("the atomic protocol runs only the increment workloads (incr1, incrz)");
     }
+    let auto = match &args.workload {
+        WorkloadArgs::Ycsb(y) => y.granularity == Granularity::Auto,
+        WorkloadArgs::Tpcc(t) => t.granularity == Granularity::Auto,
+        _ => false,
+    };
+    if auto && matches!(c.protocol, ProtocolName::Doppel) {
+        return fail("--granularity auto needs a protocol without phases (not doppel)");
+    }
     match &args.workload {
         WorkloadArgs::Ycsb(y) => {
             let variant = Variant::parse(y.variant.as_deref().unwrap_or("star"))
@@ -472,6 +482,9 @@ pub fn run(args: BenchArgs) -> i32 {
             if let Err(e) = cfg.validate() {
                 return fail(e);
             }
+            if y.granularity == Granularity::Auto {
+                return dispatch(&mut Ycsb::new(cfg).auto_groups(), c, &opts);
+            }
             dispatch(&mut Ycsb::new(cfg), c, &opts)
         }
         WorkloadArgs::Bank(b) => {
@@ -480,6 +493,9 @@ pub fn run(args: BenchArgs) -> i32 {
             }
             if !(0.0..=1.0).contains(&b.audit_ratio) {
                 return fail("--audit-ratio must be between 0 and 1");
+            }
+            if b.granularity == Granularity::Auto {
+                return fail("--granularity auto is supported by ycsb and tpcc");
             }
             let cfg = BankConfig {
                 accounts: b.accounts,
@@ -548,6 +564,9 @@ pub fn run(args: BenchArgs) -> i32 {
             };
             if let Err(e) = cfg.validate() {
                 return fail(e);
+            }
+            if t.granularity == Granularity::Auto {
+                return dispatch(&mut Tpcc::new(cfg).auto_groups(), c, &opts);
             }
             dispatch(&mut Tpcc::new(cfg), c, &opts)
         }

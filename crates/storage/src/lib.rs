@@ -34,7 +34,7 @@ pub use hash_index::HashIndex;
 pub use key::CompositeKey;
 pub use ordered_index::OrderedIndex;
 pub use record::{RecordLayout, RecordPtr};
-pub use row::{RowBuf, RowView, Value, merge_columns};
+pub use row::{RowBuf, RowView, Value, merge_columns, move_columns};
 pub use schema::{
     Column, ColumnId, ColumnType, Group, Schema, SchemaBuilder, SchemaError, WordSpan,
 };

@@ -45,6 +45,16 @@ pub fn merge_columns(schema: &Schema, columns: u64, src: &[u64], dst: &mut [u64]
     }
 }
 
+/// Copies every column of row image `src`, laid out by `from`, to its place in row image `dst`, laid
+/// out by `to` (the same columns grouped differently: see [`Schema::regrouped`]).
+pub fn move_columns(from: &Schema, to: &Schema, src: &[u64], dst: &mut [u64]) {
+    let (src, dst) = (bytes(src), bytes_mut(dst));
+    for (a, b) in from.columns().iter().zip(to.columns()) {
+        let n = a.ty.width();
+        dst[b.offset..b.offset + n].copy_from_slice(&src[a.offset..a.offset + n]);
+    }
+}
+
 /// A read-only view of a row image with typed accessors.
 #[derive(Clone, Copy)]
 pub struct RowView<'a> {

@@ -113,6 +113,10 @@ pub enum SchemaError {
     ZeroWidth(String),
     #[error("duplicate column name `{0}`")]
     DuplicateName(String),
+    #[error("a regrouping gives {got} column groups for a schema of {want} columns")]
+    GroupCount { got: usize, want: usize },
+    #[error("a regrouped schema must have the same columns in the same order")]
+    ColumnsDiffer,
 }
 
 /// The typed layout of a table's rows: columns packed by group, each group starting on a word boundary.
@@ -189,6 +193,35 @@ impl Schema {
             2 => bit(0) | bit(1),
             n => (0..n).fold(0, |mask, i| mask | bit(i)),
         }
+    }
+
+    /// The same columns in the groups `group_of[c]` gives each column `c` (groups numbered from 0
+    /// without gaps): how a table's column groups are changed while it runs.
+    pub fn regrouped(&self, group_of: &[usize]) -> Result<Schema, SchemaError> {
+        if group_of.len() != self.columns.len() {
+            return Err(SchemaError::GroupCount {
+                got: group_of.len(),
+                want: self.columns.len(),
+            });
+        }
+        let mut b = Schema::builder();
+        for (c, g) in self.columns.iter().zip(group_of) {
+            b = b.column(&c.name, c.ty, *g);
+        }
+        b.build()
+    }
+
+    /// Whether `other` has the same columns (names and types) in the same order, whatever their
+    /// groups.
+    pub fn same_columns(&self, other: &Schema) -> bool {
+        self.columns.len() == other.columns.len()
+            && (self.columns.iter().zip(&other.columns))
+                .all(|(a, b)| a.name == b.name && a.ty == b.ty)
+    }
+
+    /// Each column's group, by column id.
+    pub fn group_of_columns(&self) -> Vec<usize> {
+        self.columns.iter().map(|c| c.group).collect()
     }
 
     /// The same columns with every column in one group (coarse-grained metadata).
@@ -348,5 +381,36 @@ mod tests {
             .column("a", ColumnType::Fixed(0), 0)
             .build();
         assert!(matches!(zero, Err(SchemaError::ZeroWidth(_))));
+        let s = Schema::builder()
+            .column("a", ColumnType::U64, 0)
+            .build()
+            .unwrap();
+        assert_eq!(
+            s.regrouped(&[0, 1]).unwrap_err(),
+            SchemaError::GroupCount { got: 2, want: 1 }
+        );
+    }
+
+    #[test]
+    fn a_regrouped_schema_keeps_its_columns_and_takes_the_new_groups() {
+        let s = Schema::builder()
+            .column("a", ColumnType::Fixed(10), 0)
+            .column("b", ColumnType::U64, 0)
+            .column("c", ColumnType::Bounded(5), 0)
+            .build()
+            .unwrap();
+        let r = s.regrouped(&[1, 0, 1]).unwrap();
+        assert!(r.same_columns(&s));
+        assert_eq!(r.group_of_columns(), vec![1, 0, 1]);
+        assert_eq!(r.groups()[0].columns, 0b010);
+        assert_eq!(r.groups()[1].columns, 0b101);
+        assert!(
+            !r.same_columns(
+                &Schema::builder()
+                    .column("a", ColumnType::U64, 0)
+                    .build()
+                    .unwrap()
+            )
+        );
     }
 }

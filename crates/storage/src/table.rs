@@ -1,10 +1,14 @@
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
 use crossbeam_epoch::Guard;
 
 use crate::arena::RecordArena;
 use crate::hash_index::HashIndex;
 use crate::ordered_index::OrderedIndex;
 use crate::record::{RecordLayout, RecordPtr};
-use crate::schema::Schema;
+use crate::row::move_columns;
+use crate::schema::{Schema, SchemaError};
 
 /// Identifies a table within a database.
 pub type TableId = u32;
@@ -71,9 +75,24 @@ pub enum InsertOutcome<M> {
 /// its shard lock orders inserts and removals of a key, and the ordered index follows it. Linked
 /// records keep their address until unlinked; unlinked records are freed once no epoch guard can
 /// still see them.
+///
+/// A table's column groups may change ([`Table::regroup`]): the records are then copied into a new
+/// *version* of the table (schema, layout, arena, indexes) that replaces the current one. Earlier
+/// versions stay allocated until the table is dropped, so a reference taken from one stays valid.
 pub struct Table<M> {
     id: TableId,
     name: String,
+    first: Version<M>,
+    /// The version [`Table::regroup`] made last; null while `first` is current.
+    current: AtomicPtr<Version<M>>,
+    /// Every version after `first`, kept until the table is dropped; boxed so that a published
+    /// version keeps its address when the vector grows.
+    #[allow(clippy::vec_box)]
+    later: Mutex<Vec<Box<Version<M>>>>,
+}
+
+/// One layout of a table's records and the indexes that find them.
+struct Version<M> {
     schema: Schema,
     layout: RecordLayout,
     arena: RecordArena,
@@ -81,6 +100,74 @@ pub struct Table<M> {
     hash: Option<HashIndex>,
     ordered: Option<OrderedIndex>,
     _meta: std::marker::PhantomData<M>,
+}
+
+impl<M> Version<M> {
+    fn new(schema: Schema, capacity: usize, indexes: Indexes) -> Version<M> {
+        let layout = RecordLayout::of::<M>(&schema);
+        Version {
+            arena: RecordArena::new(layout.size(), layout.align()),
+            layout,
+            hash: (indexes != Indexes::Ordered).then(|| HashIndex::with_capacity(capacity)),
+            ordered: (indexes != Indexes::Hash).then(OrderedIndex::default),
+            schema,
+            _meta: std::marker::PhantomData,
+        }
+    }
+
+    /// The ordered index of a version without a hash index.
+    #[inline]
+    fn ordered_index(&self) -> &OrderedIndex {
+        self.ordered
+            .as_ref()
+            .expect("a table without a hash index has an ordered one")
+    }
+
+    /// Links a new record under `key` unless one is linked already (see [`Table::insert_with`]).
+    fn insert_with(
+        &self,
+        key: u64,
+        guard: &Guard,
+        meta: impl FnMut(usize) -> M,
+        row: Option<&[u64]>,
+    ) -> InsertOutcome<M>
+    where
+        M: Send + Sync,
+    {
+        let link = |current: Option<usize>| match current {
+            // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
+            Some(addr) => (
+                None,
+                InsertOutcome::Exists(unsafe { RecordPtr::from_addr(addr) }),
+            ),
+            None => {
+                let rec = RecordPtr::allocate(&self.layout, &self.arena, meta, row);
+                (Some(rec.addr()), InsertOutcome::Inserted(rec))
+            }
+        };
+        let Some(hash) = &self.hash else {
+            return self.ordered_index().upsert_with(key, guard, link);
+        };
+        hash.upsert_with(key, guard, |current| {
+            let (insert, outcome) = link(current);
+            if let (Some(addr), Some(ordered)) = (insert, &self.ordered) {
+                let fresh = ordered.insert(key, addr, guard);
+                debug_assert!(
+                    fresh,
+                    "ordered index agrees with the hash index under the shard lock"
+                );
+            }
+            (insert, outcome)
+        })
+    }
+
+    fn indexes(&self) -> Indexes {
+        match (&self.hash, &self.ordered) {
+            (Some(_), Some(_)) => Indexes::HashAndOrdered,
+            (Some(_), None) => Indexes::Hash,
+            _ => Indexes::Ordered,
+        }
+    }
 }
 
 // SAFETY: records are reached only through `RecordPtr`, whose contents are atomics or `M: Sync`.
@@ -93,17 +180,24 @@ const ORDERED_PARTS: usize = 16;
 impl<M: Send + Sync> Table<M> {
     /// An empty table.
     pub fn new(id: TableId, spec: TableSpec) -> Table<M> {
-        let layout = RecordLayout::of::<M>(&spec.schema);
         Table {
             id,
-            arena: RecordArena::new(layout.size(), layout.align()),
-            layout,
-            hash: (spec.indexes != Indexes::Ordered)
-                .then(|| HashIndex::with_capacity(spec.capacity)),
-            ordered: (spec.indexes != Indexes::Hash).then(OrderedIndex::default),
+            first: Version::new(spec.schema, spec.capacity, spec.indexes),
+            current: AtomicPtr::new(std::ptr::null_mut()),
+            later: Mutex::new(Vec::new()),
             name: spec.name,
-            schema: spec.schema,
-            _meta: std::marker::PhantomData,
+        }
+    }
+
+    /// The current version.
+    #[inline(always)]
+    fn v(&self) -> &Version<M> {
+        let p = self.current.load(Ordering::Acquire);
+        if p.is_null() {
+            &self.first
+        } else {
+            // SAFETY: a published version is boxed in `later` and lives as long as the table.
+            unsafe { &*p }
         }
     }
 
@@ -119,45 +213,40 @@ impl<M: Send + Sync> Table<M> {
 
     /// The table's schema.
     pub fn schema(&self) -> &Schema {
-        &self.schema
+        &self.v().schema
     }
 
     /// The layout of the table's records.
     pub fn layout(&self) -> &RecordLayout {
-        &self.layout
+        &self.v().layout
     }
 
     /// Whether the table keeps an ordered index.
     pub fn is_ordered(&self) -> bool {
-        self.ordered.is_some()
+        let v = self.v();
+        v.ordered.is_some()
     }
 
     /// The record linked under `key`.
     #[inline]
     pub fn get(&self, key: u64, guard: &Guard) -> Option<RecordPtr<M>> {
-        let addr = match &self.hash {
+        let v = self.v();
+        let addr = match &v.hash {
             Some(hash) => hash.get(key, guard),
-            None => self.ordered().get(key, guard),
+            None => v.ordered_index().get(key, guard),
         };
         // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
         addr.map(|a| unsafe { RecordPtr::from_addr(a) })
-    }
-
-    /// The ordered index of a table without a hash index.
-    #[inline]
-    fn ordered(&self) -> &OrderedIndex {
-        self.ordered
-            .as_ref()
-            .expect("a table without a hash index has an ordered one")
     }
 
     /// Starts loading the index entry of `key` into the cache (first step of a batched lookup): its
     /// hash slot, or its leaf in a table with only an ordered index.
     #[inline]
     pub fn prefetch_slot(&self, key: u64, guard: &Guard) {
-        match &self.hash {
+        let v = self.v();
+        match &v.hash {
             Some(hash) => hash.prefetch(key, guard),
-            None => self.ordered().prefetch(key, guard),
+            None => v.ordered_index().prefetch(key, guard),
         }
     }
 
@@ -165,10 +254,11 @@ impl<M: Send + Sync> Table<M> {
     /// and the ordered index's leaf.
     #[inline]
     pub fn prefetch_insert(&self, key: u64, guard: &Guard) {
-        if let Some(hash) = &self.hash {
+        let v = self.v();
+        if let Some(hash) = &v.hash {
             hash.prefetch(key, guard);
         }
-        if let Some(ordered) = &self.ordered {
+        if let Some(ordered) = &v.ordered {
             ordered.prefetch(key, guard);
         }
     }
@@ -177,8 +267,9 @@ impl<M: Send + Sync> Table<M> {
     /// a batched lookup).
     #[inline]
     pub fn prefetch_record(&self, key: u64, guard: &Guard) {
+        let v = self.v();
         if let Some(rec) = self.get(key, guard) {
-            rec.prefetch(&self.layout);
+            rec.prefetch(&v.layout);
         }
     }
 
@@ -186,8 +277,9 @@ impl<M: Send + Sync> Table<M> {
     /// columns in `cols` touches (second step of a batched lookup).
     #[inline]
     pub fn prefetch_record_columns(&self, key: u64, guard: &Guard, cols: u64) {
+        let v = self.v();
         if let Some(rec) = self.get(key, guard) {
-            rec.prefetch_columns(&self.layout, &self.schema, cols);
+            rec.prefetch_columns(&v.layout, &v.schema, cols);
         }
     }
 
@@ -195,7 +287,8 @@ impl<M: Send + Sync> Table<M> {
     /// create (see the arena's `prefetch`).
     #[inline]
     pub fn prefetch_inserts(&self, n: usize) {
-        self.arena.prefetch(n);
+        let v = self.v();
+        v.arena.prefetch(n);
     }
 
     /// Links a new record under `key` unless one is linked already. `meta` gives each group's initial
@@ -207,31 +300,7 @@ impl<M: Send + Sync> Table<M> {
         meta: impl FnMut(usize) -> M,
         row: Option<&[u64]>,
     ) -> InsertOutcome<M> {
-        let link = |current: Option<usize>| match current {
-            // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
-            Some(addr) => (
-                None,
-                InsertOutcome::Exists(unsafe { RecordPtr::from_addr(addr) }),
-            ),
-            None => {
-                let rec = RecordPtr::allocate(&self.layout, &self.arena, meta, row);
-                (Some(rec.addr()), InsertOutcome::Inserted(rec))
-            }
-        };
-        let Some(hash) = &self.hash else {
-            return self.ordered().upsert_with(key, guard, link);
-        };
-        hash.upsert_with(key, guard, |current| {
-            let (insert, outcome) = link(current);
-            if let (Some(addr), Some(ordered)) = (insert, &self.ordered) {
-                let fresh = ordered.insert(key, addr, guard);
-                debug_assert!(
-                    fresh,
-                    "ordered index agrees with the hash index under the shard lock"
-                );
-            }
-            (insert, outcome)
-        })
+        self.v().insert_with(key, guard, meta, row)
     }
 
     /// Unlinks the record at address `addr` from the indexes if `key` still maps to it and `decide(rec)`
@@ -247,24 +316,25 @@ impl<M: Send + Sync> Table<M> {
     ) -> bool {
         // SAFETY: `decide` is called only while the index maps `key` to `addr`, so the record is linked.
         let rec = || unsafe { RecordPtr::from_addr(addr) };
-        let removed = match &self.hash {
+        let v = self.v();
+        let removed = match &v.hash {
             Some(hash) => hash.remove_if(
                 key,
                 addr,
                 guard,
                 || decide(rec()),
                 || {
-                    if let Some(ordered) = &self.ordered {
+                    if let Some(ordered) = &v.ordered {
                         ordered.remove(key, addr, guard);
                     }
                 },
             ),
-            None => self
-                .ordered()
+            None => v
+                .ordered_index()
                 .remove_if(key, addr, guard, || decide(rec()), || ()),
         };
         if removed {
-            let (layout, arena) = (self.layout, self.arena.handle());
+            let (layout, arena) = (v.layout, v.arena.handle());
             let rec = rec();
             // SAFETY: the record is unreachable from the indexes; guards pinned earlier may still read
             // it, and the deferred free runs only after they are all dropped. The handle keeps the
@@ -289,6 +359,7 @@ impl<M: Send + Sync> Table<M> {
         mut f: impl FnMut(u64, RecordPtr<M>) -> bool,
     ) {
         let ordered = self
+            .v()
             .ordered
             .as_ref()
             .unwrap_or_else(|| panic!("table `{}` has no ordered index", self.name));
@@ -300,11 +371,12 @@ impl<M: Send + Sync> Table<M> {
 
     /// Calls `f(key, record)` on every linked record, in no particular order.
     pub fn for_each(&self, guard: &Guard, mut f: impl FnMut(u64, RecordPtr<M>)) {
+        let v = self.v();
         // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
         let mut visit = |key, addr| f(key, unsafe { RecordPtr::from_addr(addr) });
-        match &self.hash {
+        match &v.hash {
             Some(hash) => hash.for_each(guard, visit),
-            None => self.ordered().scan(0, u64::MAX, guard, |key, addr| {
+            None => v.ordered_index().scan(0, u64::MAX, guard, |key, addr| {
                 visit(key, addr);
                 true
             }),
@@ -315,7 +387,8 @@ impl<M: Send + Sync> Table<M> {
     /// threads can visit one table (a checkpoint writer's ranges): the hash index's shards, or
     /// ranges of the key space's top bits in a table with only an ordered index.
     pub fn parts(&self) -> usize {
-        match &self.hash {
+        let v = self.v();
+        match &v.hash {
             Some(hash) => hash.shards(),
             None => ORDERED_PARTS,
         }
@@ -330,15 +403,16 @@ impl<M: Send + Sync> Table<M> {
         guard: &Guard,
         mut f: impl FnMut(u64, RecordPtr<M>),
     ) {
+        let v = self.v();
         // SAFETY: the index holds addresses of linked records, kept alive by `guard`.
         let mut visit = |key, addr| f(key, unsafe { RecordPtr::from_addr(addr) });
-        match &self.hash {
+        match &v.hash {
             Some(hash) => hash.for_each_in_shard(part, guard, visit),
             None => {
                 let width = 64 - ORDERED_PARTS.trailing_zeros();
                 let lo = (part as u64) << width;
                 let hi = lo | ((1u64 << width) - 1);
-                self.ordered().scan(lo, hi, guard, |key, addr| {
+                v.ordered_index().scan(lo, hi, guard, |key, addr| {
                     visit(key, addr);
                     true
                 })
@@ -348,10 +422,65 @@ impl<M: Send + Sync> Table<M> {
 
     /// Number of linked records (a walk of the tree in a table with only an ordered index).
     pub fn len(&self) -> usize {
-        match &self.hash {
+        let v = self.v();
+        match &v.hash {
             Some(hash) => hash.len(),
-            None => self.ordered().len(&crossbeam_epoch::pin()),
+            None => v.ordered_index().len(&crossbeam_epoch::pin()),
         }
+    }
+
+    /// Changes the table's column groups: copies the records (those `keep` accepts) into a new
+    /// version laid out by `schema`, which must have the same columns in the same order, and makes
+    /// it current; `keep(key, record)` is asked first for each. `meta(old, covering)` gives the metadata of each new group of the copy of record
+    /// `old`, where `covering` is the mask of the old groups that hold the new group's columns.
+    /// Records keep their keys and row values but not their addresses.
+    ///
+    /// The caller must make sure that no other thread reads or writes the table's records while
+    /// this runs (a quiescent point: in phasedb, every worker held between transactions), and that
+    /// no record, schema or layout taken from the table before is used afterwards with the new
+    /// version. Unlinks by other threads may still run: a record found linked is copied. The old
+    /// version's memory stays allocated until the table is dropped.
+    pub fn regroup(
+        &self,
+        schema: Schema,
+        guard: &Guard,
+        mut keep: impl FnMut(u64, RecordPtr<M>) -> bool,
+        mut meta: impl FnMut(RecordPtr<M>, u32) -> M,
+    ) -> Result<(), SchemaError> {
+        let old = self.v();
+        if !old.schema.same_columns(&schema) {
+            return Err(SchemaError::ColumnsDiffer);
+        }
+        let covering: Vec<u32> = (schema.groups().iter())
+            .map(|g| old.schema.groups_of(g.columns))
+            .collect();
+        let new = Box::new(Version::<M>::new(schema, self.len().max(16), old.indexes()));
+        let mut src = vec![0u64; old.schema.row_words()];
+        let mut dst = vec![0u64; new.schema.row_words()];
+        let mut records = Vec::new();
+        for part in 0..self.parts() {
+            records.clear();
+            self.for_each_in_part(part, guard, |key, rec| records.push((key, rec)));
+            for &(key, rec) in &records {
+                if !keep(key, rec) {
+                    continue;
+                }
+                rec.copy_words(&old.layout, 0, &mut src);
+                dst.fill(0);
+                move_columns(&old.schema, &new.schema, &src, &mut dst);
+                new.insert_with(key, guard, |g| meta(rec, covering[g]), Some(&dst));
+            }
+        }
+        let mut later = self.later.lock().unwrap_or_else(|e| e.into_inner());
+        let ptr: *const Version<M> = &*new;
+        later.push(new);
+        self.current.store(ptr.cast_mut(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Number of times [`Table::regroup`] changed the table's groups.
+    pub fn regroupings(&self) -> usize {
+        self.later.lock().map_or(0, |l| l.len())
     }
 
     /// Whether no record is linked.
@@ -361,14 +490,14 @@ impl<M: Send + Sync> Table<M> {
 
     /// Approximate bytes used by the records (before allocator overhead) and the indexes.
     pub fn memory_bytes(&self) -> usize {
-        let hash = self.hash.as_ref().map_or(0, HashIndex::memory_bytes);
-        let ordered =
-            (self.ordered.as_ref()).map_or(0, |o| o.memory_bytes(&crossbeam_epoch::pin()));
-        self.len() * self.layout.size() + hash + ordered
+        let v = self.v();
+        let hash = v.hash.as_ref().map_or(0, HashIndex::memory_bytes);
+        let ordered = (v.ordered.as_ref()).map_or(0, |o| o.memory_bytes(&crossbeam_epoch::pin()));
+        self.len() * v.layout.size() + hash + ordered
     }
 }
 
-impl<M> Drop for Table<M> {
+impl<M> Drop for Version<M> {
     fn drop(&mut self) {
         let guard = crossbeam_epoch::pin();
         let layout = self.layout;
@@ -442,5 +571,64 @@ mod tests {
         });
         assert_eq!(keys, vec![1, 3]);
         assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn a_regrouped_table_keeps_its_rows_and_indexes_and_takes_the_new_layout() {
+        for indexes in [Indexes::Hash, Indexes::HashAndOrdered, Indexes::Ordered] {
+            let schema = Schema::builder()
+                .column("a", ColumnType::U64, 0)
+                .column("b", ColumnType::Fixed(12), 0)
+                .column("c", ColumnType::U64, 0)
+                .build()
+                .unwrap();
+            let mut spec = TableSpec::new("t", schema.clone(), 4);
+            spec.indexes = indexes;
+            let t: Table<AtomicU64> = Table::new(0, spec);
+            let guard = crossbeam_epoch::pin();
+            let mut row = vec![0u64; schema.row_words()];
+            for k in 0..100u64 {
+                let mut b = crate::RowBuf::new(&schema, &mut row);
+                b.set_u64(0, k);
+                b.set_bytes(1, &[k as u8; 12]);
+                b.set_u64(2, k * 7);
+                t.insert_with(k, &guard, |_| AtomicU64::new(k + 1000), Some(&row));
+            }
+            let fine = schema.regrouped(&[1, 0, 1]).unwrap();
+            let bad = Schema::builder()
+                .column("a", ColumnType::U64, 0)
+                .build()
+                .unwrap();
+            assert_eq!(
+                t.regroup(bad, &guard, |_, _| true, |_, _| AtomicU64::new(0))
+                    .unwrap_err(),
+                SchemaError::ColumnsDiffer
+            );
+            t.regroup(
+                fine.clone(),
+                &guard,
+                |_, r| r.meta(t.layout(), 0).load(Ordering::Relaxed) != 1013,
+                |r, covering| {
+                    assert_eq!(covering, 1);
+                    AtomicU64::new(r.meta(t.layout(), 0).load(Ordering::Relaxed) + 1)
+                },
+            )
+            .unwrap();
+            assert_eq!(t.regroupings(), 1);
+            assert_eq!(t.schema().groups().len(), 2);
+            assert_eq!(t.len(), 99, "{indexes:?}");
+            assert!(t.get(13, &guard).is_none());
+            let r = t.get(42, &guard).unwrap();
+            let mut img = vec![0u64; fine.row_words()];
+            r.copy_words(t.layout(), 0, &mut img);
+            let view = crate::RowView::new(&fine, &img);
+            assert_eq!(
+                (view.u64(0), view.bytes(1), view.u64(2)),
+                (42, &[42u8; 12][..], 294)
+            );
+            for g in 0..2 {
+                assert_eq!(r.meta(t.layout(), g).load(Ordering::Relaxed), 1043);
+            }
+        }
     }
 }

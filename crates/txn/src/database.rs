@@ -109,6 +109,8 @@ pub struct Database<P: Protocol> {
     specs: Vec<TableSpec>,
     /// The loggers, once durable operation started.
     pub(crate) durable: Option<Durable>,
+    /// Automatic column groups: samples, planner, changes.
+    pub(crate) granularity: crate::granularity::Granularity,
 }
 
 /// Durable operation of a database: what its workers log into and the loggers' threads.
@@ -142,6 +144,7 @@ impl<P: Protocol> Database<P> {
             activity: std::sync::Arc::new(Activity::new(MAX_WORKERS)),
             specs: Vec::new(),
             durable: None,
+            granularity: Default::default(),
             phantom_ts: Vec::new(),
             abort_requests: (0..MAX_WORKERS).map(|_| Default::default()).collect(),
             clock,
@@ -259,7 +262,9 @@ impl<P: Protocol> Database<P> {
     /// The protocol's own figures (Doppel: phases, split records, stashed transactions), as
     /// name/value pairs for reports.
     pub fn protocol_report(&self) -> Vec<(&'static str, String)> {
-        P::report(self)
+        let mut r = P::report(self);
+        r.extend(crate::granularity::report(self));
+        r
     }
 
     /// Starts durable operation in [`Config::durability`]'s directory (SiloR). Call it once the

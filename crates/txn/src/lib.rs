@@ -17,6 +17,7 @@ pub mod durability;
 mod epoch;
 mod error;
 mod footprint;
+pub mod granularity;
 mod nocc;
 mod occ;
 pub mod phase;
@@ -44,6 +45,7 @@ pub use durability::{
 };
 pub use error::{Conflict, TxError, TxResult};
 pub use footprint::{FOOTPRINT_ROWS, Footprint, RECORDS_AHEAD, SLOTS_AHEAD};
+pub use granularity::{GranularityConfig, GroupChange, RegroupError};
 pub use nocc::NoCc;
 pub use occ::Occ;
 pub use procedures::{PartitionId, Procedures, Touched};

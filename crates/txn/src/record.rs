@@ -6,6 +6,7 @@ use phasedb_check::{
 use phasedb_storage::TableId;
 
 use crate::database::Database;
+use crate::granularity::column_item;
 use crate::protocol::Protocol;
 use crate::state::{TxState, WriteKind};
 use crate::tid::{ABSENT, SPLIT, tid};
@@ -44,17 +45,49 @@ pub(crate) fn record_commit<P: Protocol>(
         split_ops: Vec::new(),
         merges: Vec::new(),
     };
+    // Tables with automatic groups record each column of a group as an item of its own, so
+    // items outlive regroupings (see `granularity::column_item`).
+    let columns = |t: TableId, g: u8| {
+        let schema = _db.table(t).schema();
+        let mut m = schema.groups()[g as usize].columns;
+        std::iter::from_fn(move || {
+            (m != 0).then(|| {
+                let c = m.trailing_zeros() as usize;
+                m &= m - 1;
+                c
+            })
+        })
+    };
+    let auto = |t: TableId| _db.granularity.is_auto(t);
     for r in &st.reads {
         if r.observed & SPLIT != 0 {
             // Doppel: an insert found a split record present; split operations never change that.
             continue;
         }
+        let version = history_version(r.observed);
+        if auto(r.table) {
+            for c in columns(r.table, r.group) {
+                let item = column_item(r.table, c, r.key);
+                ev.reads.push(ReadEvent { item, version });
+            }
+            continue;
+        }
         ev.reads.push(ReadEvent {
             item: item(r.table, r.group, r.key),
-            version: history_version(r.observed),
+            version,
         });
     }
     for m in &st.misses {
+        if auto(m.table) {
+            for c in columns(m.table, 0) {
+                let item = column_item(m.table, c, m.key);
+                ev.reads.push(ReadEvent {
+                    item,
+                    version: m.version,
+                });
+            }
+            continue;
+        }
         ev.reads.push(ReadEvent {
             item: item(m.table, 0, m.key),
             version: m.version,
@@ -68,10 +101,23 @@ pub(crate) fn record_commit<P: Protocol>(
             WriteKind::Delete => EventKind::Delete,
             WriteKind::Cancelled => continue,
         };
+        let prev = history_version(l.prev);
+        if auto(w.table) {
+            for c in columns(w.table, l.group) {
+                let item = column_item(w.table, c, w.key);
+                ev.writes.push(WriteEvent {
+                    item,
+                    version,
+                    prev,
+                    kind,
+                });
+            }
+            continue;
+        }
         ev.writes.push(WriteEvent {
             item: item(w.table, l.group, w.key),
             version,
-            prev: history_version(l.prev),
+            prev,
             kind,
         });
     }

@@ -18,6 +18,8 @@ pub struct ReadEntry<M> {
     pub key: u64,
     pub rec: RecordPtr<M>,
     pub observed: u64,
+    /// The columns of the group the transaction read (sampled for automatic column groups).
+    pub columns: u64,
     /// A second word some protocols keep per read (TicToc: the read timestamp seen).
     pub extra: u64,
 }

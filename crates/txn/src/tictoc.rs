@@ -38,6 +38,10 @@ impl TidMeta for TicTocMeta {
     fn read_ts(&self) -> u64 {
         self.rts.load(Ordering::SeqCst)
     }
+
+    fn raise_read_ts(&self, ts: u64) {
+        self.rts.fetch_max(ts, Ordering::SeqCst);
+    }
 }
 
 fn conflict<T>(c: Conflict) -> TxResult<T> {

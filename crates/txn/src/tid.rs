@@ -157,6 +157,10 @@ pub trait TidMeta: Send + Sync + 'static {
     fn read_ts(&self) -> u64 {
         0
     }
+
+    /// Raises the read timestamp to at least `ts` (protocols without one ignore it): a record
+    /// copied to new column groups keeps the claims readers made on its old groups.
+    fn raise_read_ts(&self, _ts: u64) {}
 }
 
 impl TidMeta for TidWord {

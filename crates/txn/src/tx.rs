@@ -532,7 +532,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 (group.word, group.words)
             };
             let observed = P::read_group(self.st, self.db, t, rec, layout, g, first, words)?;
-            self.record_read(t, g as u8, key, rec, observed);
+            self.record_read(t, g as u8, key, rec, observed, cols & group.columns);
             if observed & ABSENT != 0 {
                 return Ok(false);
             }
@@ -545,7 +545,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         let layout = self.table(t).layout();
         let observed = P::read_group(self.st, self.db, t, rec, layout, 0, 0, 0)?;
         if observed & ABSENT != 0 {
-            self.record_read(t, 0, key, rec, observed);
+            self.record_read(t, 0, key, rec, observed, 0);
             return Ok(false);
         }
         Ok(true)
@@ -560,6 +560,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
         key: u64,
         rec: RecordPtr<P::Meta>,
         observed: u64,
+        columns: u64,
     ) {
         self.st.reads.push(ReadEntry {
             table: t,
@@ -567,6 +568,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             key,
             rec,
             observed,
+            columns,
             extra: self.st.last_extra,
         });
     }
@@ -658,7 +660,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                 if let Some(rec) = rec {
                     let layout = self.table(t).layout();
                     let observed = P::read_group(self.st, self.db, t, rec, layout, 0, 0, 0)?;
-                    self.record_read(t, 0, key, rec, observed);
+                    self.record_read(t, 0, key, rec, observed, 0);
                     if observed & ABSENT == 0 {
                         return Err(TxError::DuplicateKey { table: t, key });
                     }

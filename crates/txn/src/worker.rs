@@ -185,7 +185,11 @@ impl<'db, P: Protocol> Worker<'db, P> {
             return Err(TxError::NotDurable(why));
         }
         loop {
-            self.db.activity.enter(self.slot, self.db.epoch.current());
+            let epoch = self.db.epoch.current();
+            if self.db.granularity.due(epoch) {
+                crate::granularity::tick(self.db, epoch);
+            }
+            self.db.activity.enter(self.slot, epoch);
             if P::PHASED {
                 self.phase_boundary();
             }
@@ -239,10 +243,19 @@ impl<'db, P: Protocol> Worker<'db, P> {
                 P::abort(&mut self.state, db);
                 if matches!(outcome, Err(TxError::Conflict(_))) {
                     P::on_conflict(&mut self.state, db);
+                    if db.granularity.active() {
+                        crate::granularity::sample_conflict(db, &self.state, self.slot);
+                    }
                 }
             }
             if let (Ok((_, tid)), Some(h), false) = (&outcome, &mut self.history, self.prepare) {
                 crate::record::record_commit(db, &self.state, *tid, self.id, h);
+            }
+            if outcome.is_ok()
+                && db.granularity.active()
+                && crate::granularity::sampled(self.sample)
+            {
+                crate::granularity::sample_commit(db, &self.state, self.slot);
             }
             drop(guard);
             self.db.activity.leave(self.slot);

@@ -7,6 +7,7 @@ mod commute;
 mod doppel;
 mod durability;
 mod elle;
+mod granularity;
 mod hold_locks;
 mod hot;
 mod reclaim;

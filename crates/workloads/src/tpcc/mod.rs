@@ -68,6 +68,8 @@ pub struct Tpcc {
     /// Per district, an order id below which no new-order row exists (the order after the last one
     /// delivered): where Delivery starts looking.
     first_new_order: Vec<AtomicU32>,
+    /// Every table's column groups are chosen by the engine ([`Tpcc::auto_groups`]).
+    auto: bool,
 }
 
 /// A thread's generator state: its random numbers, home warehouse, the inputs of the transaction
@@ -139,7 +141,15 @@ impl Tpcc {
             c_run,
             threads: AtomicU32::new(0),
             first_new_order: Vec::new(),
+            auto: false,
         }
+    }
+
+    /// Declares every table's column groups automatic (`--granularity auto`): they start as
+    /// configured (coarse unless `fine`) and the engine changes them while it runs.
+    pub fn auto_groups(mut self) -> Tpcc {
+        self.auto = true;
+        self
     }
 
     /// The settings.
@@ -241,6 +251,12 @@ impl Workload for Tpcc {
             .map(|_| AtomicU32::new(schema::FIRST_NEW_ORDER))
             .collect();
         load::load(db, &self.tables, self.cfg.warehouses, self.c_load);
+        if self.auto {
+            for t in 0..db.tables().len() as phasedb_txn::TableId {
+                db.set_auto_groups(t)
+                    .unwrap_or_else(|e| panic!("--granularity auto: {e}"));
+            }
+        }
     }
 
     /// History rows are keyed by their inserting thread's number: new threads number on from the
@@ -365,9 +381,18 @@ impl Workload for Tpcc {
             ("mix", c.mix.name().into()),
             ("remote_item_ratio", c.remote_item_ratio.to_string()),
             ("remote_payment_ratio", c.remote_payment_ratio.to_string()),
-            ("granularity", if c.fine { "fine" } else { "coarse" }.into()),
+            ("granularity", granularity(self.auto, c.fine).into()),
             ("c_last_load", self.c_load.c_last.to_string()),
             ("c_last_run", self.c_run.c_last.to_string()),
         ]
+    }
+}
+
+/// The `granularity` setting of a run.
+pub(crate) fn granularity(auto: bool, fine: bool) -> &'static str {
+    match (auto, fine) {
+        (true, _) => "auto",
+        (false, true) => "fine",
+        (false, false) => "coarse",
     }
 }

@@ -131,6 +131,8 @@ pub struct Ycsb {
     cfg: YcsbConfig,
     table: TableId,
     zipf: Option<Zipf>,
+    /// The table's column groups are chosen by the engine ([`Ycsb::auto_groups`]).
+    auto: bool,
 }
 
 /// One operation of a generated transaction.
@@ -156,7 +158,15 @@ impl Ycsb {
             cfg,
             table: 0,
             zipf,
+            auto: false,
         }
+    }
+
+    /// Declares the table's column groups automatic (`--granularity auto`): they start as
+    /// configured (coarse unless `fine`) and the engine changes them while it runs.
+    pub fn auto_groups(mut self) -> Ycsb {
+        self.auto = true;
+        self
     }
 
     /// The schema of the YCSB table.
@@ -218,6 +228,10 @@ impl Workload for Ycsb {
         let mut rng = SmallRng::seed_from_u64(0x7c5b);
         let shape = (self.cfg.columns, self.cfg.column_size);
         load_rows(db, self.table, shape, 0..self.cfg.rows, &mut rng);
+        if self.auto {
+            db.set_auto_groups(self.table)
+                .unwrap_or_else(|e| panic!("--granularity auto: {e}"));
+        }
     }
 
     fn rng<'a>(&self, thread: &'a mut YcsbThread) -> &'a mut SmallRng {
@@ -308,7 +322,10 @@ impl Workload for Ycsb {
             ("ops", c.ops.to_string()),
             ("read_ratio", c.read_ratio.to_string()),
             ("theta", c.theta.to_string()),
-            ("granularity", if c.fine { "fine" } else { "coarse" }.into()),
+            (
+                "granularity",
+                crate::tpcc::granularity(self.auto, c.fine).into(),
+            ),
         ]
     }
 }

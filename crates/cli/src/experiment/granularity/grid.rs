@@ -14,12 +14,20 @@ use super::super::sweep::{self, Metrics, Point, Row, measure};
 /// rather than a hung sweep.
 pub const MAX_RETRIES: u32 = 10_000;
 
-/// The two granularities, coarse first.
-pub const GRANULARITIES: [(&str, bool); 2] = [("coarse", false), ("fine", true)];
+/// The granularities, coarse first: (name, fine, auto). `auto` starts coarse and lets the engine
+/// choose the groups while it runs (issue 39).
+pub const GRANULARITIES: [(&str, bool, bool); 3] = [
+    ("coarse", false, false),
+    ("fine", true, false),
+    ("auto", false, true),
+];
 
-/// Runs `make(fine)` on every protocol at every thread count of `s`, coarse then fine for each
-/// protocol, so the two runs a ratio compares are adjacent.
-pub fn sweep<W: Workload>(s: &Settings, make: impl Fn(bool) -> W) -> Vec<Row> {
+/// Protocols that run in phases, where automatic groups are not available.
+const NO_AUTO: [&str; 1] = ["doppel"];
+
+/// Runs `make(fine, auto)` on every protocol at every thread count of `s`, coarse, fine then auto
+/// for each protocol, so the runs a ratio compares are adjacent.
+pub fn sweep<W: Workload>(s: &Settings, make: impl Fn(bool, bool) -> W) -> Vec<Row> {
     let make = &make;
     let constants = vec![
         (
@@ -34,7 +42,10 @@ pub fn sweep<W: Workload>(s: &Settings, make: impl Fn(bool) -> W) -> Vec<Row> {
     let mut points = Vec::new();
     for &threads in &s.threads {
         for p in s.protocols.iter().cloned() {
-            for (gran, fine) in GRANULARITIES {
+            for (gran, fine, auto) in GRANULARITIES {
+                if auto && NO_AUTO.contains(&p.name.as_str()) {
+                    continue;
+                }
                 let opts = BenchOptions {
                     threads,
                     warmup: s.warmup,
@@ -60,7 +71,7 @@ pub fn sweep<W: Workload>(s: &Settings, make: impl Fn(bool) -> W) -> Vec<Row> {
                     x: threads as f64,
                     group: p.name.clone(),
                     reference: p.is_reference(),
-                    run: Box::new(move || measure(id, make(fine), &opts)),
+                    run: Box::new(move || measure(id, make(fine, auto), &opts)),
                 });
             }
         }
@@ -81,7 +92,11 @@ impl<'a> Grid<'a> {
 
     /// The metrics of `protocol` at `threads` with fine or coarse timestamps, if that point counts.
     pub fn get(&self, protocol: &str, fine: bool, threads: usize) -> Option<&'a Metrics> {
-        let gran = if fine { "fine" } else { "coarse" };
+        self.get_named(protocol, if fine { "fine" } else { "coarse" }, threads)
+    }
+
+    /// The metrics of `protocol` at `threads` with granularity `gran` (coarse, fine or auto).
+    pub fn get_named(&self, protocol: &str, gran: &str, threads: usize) -> Option<&'a Metrics> {
         let t = threads.to_string();
         self.rows
             .iter()

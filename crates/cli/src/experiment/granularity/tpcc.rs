@@ -114,7 +114,10 @@ fn occ_aborts_fall(grid: &Grid<'_>, threads: usize) -> Claim {
 /// Runs the experiment.
 pub fn run(s: &Settings) -> Result<Artifacts, String> {
     config(false).validate()?;
-    let rows = grid::sweep(s, |fine| Tpcc::new(config(fine)));
+    let rows = grid::sweep(s, |fine, auto| {
+        let w = Tpcc::new(config(fine));
+        if auto { w.auto_groups() } else { w }
+    });
     let grid = Grid::new(&rows);
     let t = s.threads_max();
     let target = if s.threads.contains(&TARGET_THREADS) {
@@ -125,6 +128,7 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
     let claims = vec![
         occ_fastest(&grid, t),
         occ_aborts_fall(&grid, target),
+        report::auto_follows(&grid, target, 0.95, 1.2),
         report::everyone_gains(
             &grid,
             t,

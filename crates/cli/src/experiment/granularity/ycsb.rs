@@ -146,7 +146,10 @@ fn fine_overhead(s: &Settings) -> Claim {
 /// Runs the experiment.
 pub fn run(s: &Settings) -> Result<Artifacts, String> {
     config(s, false).validate()?;
-    let rows = grid::sweep(s, |fine| Ycsb::new(config(s, fine)));
+    let rows = grid::sweep(s, |fine, auto| {
+        let w = Ycsb::new(config(s, fine));
+        if auto { w.auto_groups() } else { w }
+    });
     let grid = Grid::new(&rows);
     let t = s.threads_max();
     let claims = vec![
@@ -156,6 +159,7 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
             "Figure 2(b) vs 2(a): all five mechanisms are faster with fine-grained timestamps.",
         ),
         most_gain(&grid, t),
+        report::auto_follows(&grid, t, 0.95, 1.2),
         fine_overhead(s),
     ];
     let c = config(s, false);

@@ -1,0 +1,212 @@
+//! Automatic column groups: regroupings forced while randomised, contended transactions run keep
+//! the history serializable; the planner splits a table whose readers and writers use different
+//! columns, and leaves an uncontended one coarse.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::common::{Mix, open, random_txn, seeds};
+use phasedb_check::check_serializable;
+use phasedb_storage::{ColumnType, Schema, TableSpec};
+use phasedb_txn::{
+    Config, Database, GranularityConfig, Occ, Protocol, RegroupError, TicToc, TxError, columns,
+};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+const MIX: Mix = Mix {
+    keys: 12,
+    scans: true,
+    yield_ratio: 0.0,
+    adds: 0.1,
+};
+
+fn serializable_across_forced_regroupings<P: Protocol>() {
+    const REGROUPINGS: usize = 12;
+    for seed in seeds(&[1, 2, 3]) {
+        let (mut db, t) = open::<P>(false, MIX.keys, 2);
+        db.set_auto_groups(t).unwrap();
+        db.pause_granularity(true);
+        let regroupings = AtomicUsize::new(0);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let committed: usize = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut i = 0usize;
+                while regroupings.load(Ordering::Relaxed) < REGROUPINGS && Instant::now() < deadline
+                {
+                    i += 1;
+                    let groups: &[usize] = if i % 2 == 1 { &[0, 1] } else { &[0, 0] };
+                    if db.regroup(t, groups).unwrap() {
+                        regroupings.fetch_add(1, Ordering::Relaxed);
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+            let workers: Vec<_> = (0..3u64)
+                .map(|i| {
+                    let (db, regroupings) = (&db, &regroupings);
+                    s.spawn(move || {
+                        let mut rng = SmallRng::seed_from_u64(seed * 1000 + i);
+                        let mut w = db.worker();
+                        let mut n = 0;
+                        while (n < 1000 || regroupings.load(Ordering::Relaxed) < REGROUPINGS)
+                            && Instant::now() < deadline
+                        {
+                            let mut txn_rng = rng.clone();
+                            let r = w.execute(0, |tx| {
+                                txn_rng = rng.clone();
+                                random_txn(tx, t, MIX, &mut txn_rng)
+                            });
+                            rng = txn_rng;
+                            assert!(matches!(r, Ok(()) | Err(TxError::UserAbort)), "{r:?}");
+                            n += 1;
+                        }
+                        n
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        let h = db.take_history();
+        if let Err(a) = check_serializable(&h) {
+            panic!(
+                "{} not serializable across regroupings, seed {seed}: {a}",
+                P::NAME
+            );
+        }
+        let n = regroupings.load(Ordering::Relaxed);
+        assert_eq!(n, REGROUPINGS, "seed {seed}: regroupings within 20 s");
+        assert!(committed >= 3000, "seed {seed}: {committed} transactions");
+        assert!(
+            h.txns.iter().filter(|t| t.worker > 1000).count() >= 1,
+            "regroupings recorded"
+        );
+    }
+}
+
+#[test]
+fn occ_stays_serializable_across_forced_regroupings() {
+    serializable_across_forced_regroupings::<Occ>();
+}
+
+#[test]
+fn tictoc_stays_serializable_across_forced_regroupings() {
+    serializable_across_forced_regroupings::<TicToc>();
+}
+
+#[test]
+fn phased_protocols_and_bad_groupings_are_refused() {
+    let (mut db, t) = open::<phasedb_txn::Doppel>(false, 4, 1);
+    assert_eq!(db.set_auto_groups(t), Err(RegroupError::Phased("doppel")));
+    let (mut db, t) = open::<Occ>(false, 4, 1);
+    assert_eq!(db.set_auto_groups(t + 1), Err(RegroupError::NoTable(t + 1)));
+    db.set_auto_groups(t).unwrap();
+    assert!(matches!(db.regroup(t, &[0]), Err(RegroupError::Schema(_))));
+    assert_eq!(db.regroup(t, &[0, 0]), Ok(false));
+    assert_eq!(db.regroup(t, &[1, 0]), Ok(true));
+    assert_eq!(
+        db.groups_of(t),
+        vec![vec!["b".to_string()], vec!["a".to_string()]]
+    );
+    let a = db
+        .execute(|tx| Ok(tx.get(t, 2)?.map(|r| r.u64(0))))
+        .unwrap();
+    assert_eq!(a, Some(2), "rows survive a regrouping");
+}
+
+/// A table of eight columns: readers read columns 0..4 of hot rows, writers rewrite column 7.
+fn split_workload(db: &Database<Occ>, t: phasedb_txn::TableId, until: Instant) {
+    std::thread::scope(|s| {
+        for i in 0..2u64 {
+            s.spawn(move || {
+                let mut w = db.worker();
+                let mut n = 0u64;
+                while Instant::now() < until
+                    && !db.group_changes().iter().any(|c| c.groups.len() > 1)
+                {
+                    n += 1;
+                    let key = n % 4;
+                    if (n + i).is_multiple_of(2) {
+                        w.execute(0, |tx| {
+                            for k in 0..4 {
+                                tx.get_columns(t, (key + k) % 4, columns(&[0, 1, 2, 3]))?;
+                            }
+                            std::thread::yield_now();
+                            Ok(())
+                        })
+                        .unwrap();
+                    } else {
+                        w.execute(1, |tx| {
+                            tx.update(t, key, |r| r.set_u64(7, n))?;
+                            Ok(())
+                        })
+                        .unwrap();
+                    }
+                }
+            });
+        }
+    });
+}
+
+fn wide(fine_split: bool) -> (Database<Occ>, phasedb_txn::TableId) {
+    let mut db = Database::<Occ>::open(Config {
+        epoch_interval: Duration::from_millis(10),
+        ..Config::default()
+    });
+    let mut b = Schema::builder();
+    for c in 0..8 {
+        b = b.column(&format!("c{c}"), ColumnType::U64, 0);
+    }
+    let t = db.create_table(TableSpec::new("wide", b.build().unwrap(), 16));
+    for k in 0..4 {
+        db.load(t, k, |r| r.set_u64(0, k)).unwrap();
+    }
+    if fine_split {
+        db.set_auto_groups(t).unwrap();
+    }
+    db.set_granularity_config(GranularityConfig {
+        plan_every_epochs: 1,
+        min_interval: Duration::from_millis(20),
+        ..GranularityConfig::default()
+    });
+    (db, t)
+}
+
+#[test]
+fn the_planner_splits_readers_from_writers_of_other_columns() {
+    let (db, t) = wide(true);
+    split_workload(&db, t, Instant::now() + Duration::from_secs(20));
+    let changes = db.group_changes();
+    assert!(!changes.is_empty(), "no regrouping within 20 s");
+    let groups = db.groups_of(t);
+    let of = |c: &str| {
+        groups
+            .iter()
+            .position(|g| g.iter().any(|x| x == c))
+            .unwrap()
+    };
+    assert_ne!(of("c0"), of("c7"), "{groups:?}");
+    assert!(
+        (1..4).all(|c| of(&format!("c{c}")) == of("c0")),
+        "{groups:?}"
+    );
+}
+
+#[test]
+fn an_uncontended_table_is_not_split() {
+    let (db, t) = wide(true);
+    let w = &mut db.worker();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(300) {
+        for k in 0..4 {
+            w.execute(0, |tx| {
+                tx.get_columns(t, k, columns(&[0, 1, 2, 3]))?;
+                tx.update(t, k, |r| r.set_u64(7, 1))?;
+                Ok(())
+            })
+            .unwrap();
+        }
+    }
+    assert!(db.group_changes().is_empty(), "{:?}", db.group_changes());
+    assert_eq!(db.groups_of(t).len(), 1);
+}
