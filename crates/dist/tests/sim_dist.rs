@@ -219,7 +219,7 @@ fn accounts_run(s: &Scenario) -> (History, StarStats) {
 fn converges_and_serializes(protocol: DistProtocol, replication: ReplicationSync) {
     for (shape, seed) in [Shape::Three, Shape::Two]
         .into_iter()
-        .flat_map(|shape| seeds(4).into_iter().map(move |seed| (shape, seed)))
+        .flat_map(|shape| seeds(3).into_iter().map(move |seed| (shape, seed)))
     {
         let s = Scenario {
             shape,
@@ -325,14 +325,14 @@ fn dist_tpcc_keeps_its_consistency_conditions_on_every_replica() {
 }
 
 /// Every protocol and replication over fresh databases of `workload` on the experiments' 2-node
-/// layout, several seeds each, cross-partition share `cross`: the replicas agree (checked in
+/// layout, `runs` seeds each, cross-partition share `cross`: the replicas agree (checked in
 /// [`run`]) and enough commits.
-fn two_nodes_agree<W: Wl>(mut workload: W, cross: f64, min_committed: u64) {
+fn two_nodes_agree<W: Wl>(mut workload: W, cross: f64, min_committed: u64, runs: u64) {
     let shape = Shape::Two;
     let l = shape.layout(workload.partitions());
     for protocol in [DistProtocol::Occ, DistProtocol::S2pl] {
         for replication in [ReplicationSync::Async, ReplicationSync::Sync] {
-            for seed in seeds(3) {
+            for seed in seeds(runs) {
                 let dbs: Vec<Database<Star>> = (0..shape.nodes())
                     .map(|n| open_database(&mut workload, &l, n, false).unwrap())
                     .collect();
@@ -365,7 +365,7 @@ fn two_node_ycsb_replicas_agree() {
         read_ratio: 0.5,
         ..YcsbProceduresConfig::star(2)
     });
-    two_nodes_agree(w, 0.3, 100);
+    two_nodes_agree(w, 0.3, 100, 3);
 }
 
 /// TPC-C NewOrder with remote supply warehouses on the experiments' 2-node layout.
@@ -376,5 +376,5 @@ fn two_node_tpcc_replicas_agree() {
         mix: ProceduresMix::NewOrder,
         fine: false,
     });
-    two_nodes_agree(w, 0.3, 50);
+    two_nodes_agree(w, 0.3, 50, 1);
 }

@@ -41,6 +41,17 @@ impl<'db, P: Protocol<Meta = TidWord>> Worker<'db, P> {
     /// and releases the locks, or keeps them until [`Worker::release_locks`] under
     /// [`Worker::set_hold_locks`]. Returns the TID (0 if it wrote nothing).
     pub fn finish_prepared(&mut self, tid: Option<u64>) -> u64 {
+        self.finish(tid, 0)
+    }
+
+    /// Commits the prepared transaction as [`Worker::finish_prepared`] with a TID of its own
+    /// choosing, above `floor` too: the highest TID the other participants hold for the rows it
+    /// writes there (a home's copies of remote rows may be older than their primaries').
+    pub fn finish_prepared_above(&mut self, floor: u64) -> u64 {
+        self.finish(None, floor)
+    }
+
+    fn finish(&mut self, tid: Option<u64>, floor: u64) -> u64 {
         assert!(self.prepared, "no transaction is prepared");
         self.prepared = false;
         let db = self.db;
@@ -52,7 +63,7 @@ impl<'db, P: Protocol<Meta = TidWord>> Worker<'db, P> {
             .any(|w| w.kind != WriteKind::Cancelled);
         let tid = if writes {
             let tid = tid.unwrap_or_else(|| {
-                commit::choose_tid(&self.state, self.last_tid, db.epoch.current())
+                commit::choose_tid(&self.state, self.last_tid.max(floor), db.epoch.current())
             });
             if self.hold_locks {
                 commit::install_held(&mut self.state, db, tid);

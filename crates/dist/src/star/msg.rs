@@ -279,6 +279,9 @@ pub enum StarMsg {
         txn: u64,
         /// Locked and valid.
         yes: bool,
+        /// The highest TID of the rows the participant locked for it: the home commits above it,
+        /// so that replicas ordering versions by TID agree with the primary.
+        floor: u64,
     },
     /// Home to participant: the decision. A commit installs `bytes` (the transaction's writes of
     /// the participant's rows, as replication records with its TID) and releases the locks, or

@@ -54,6 +54,16 @@ impl RowLocks {
         self.held.is_empty()
     }
 
+    /// The highest TID among the versions these locks cover: a distributed transaction that
+    /// writes them must commit above it (Silo's TID rule, taken across its participants).
+    pub fn max_tid(&self) -> u64 {
+        self.held
+            .iter()
+            .map(|h| crate::tid::tid(h.prev))
+            .max()
+            .unwrap_or(0)
+    }
+
     fn holds(&self, rec: RecordPtr<TidWord>, g: usize) -> bool {
         self.held
             .iter()

@@ -94,6 +94,8 @@ struct Txn<R> {
     waiting: usize,
     /// A reply said no (a conflict, a failed validation).
     failed: bool,
+    /// The highest TID the participants' votes reported for the rows they locked.
+    floor: u64,
 }
 
 /// A committed transaction of synchronous replication, holding its locks until its flush is
@@ -376,6 +378,7 @@ where
                 contacted: Vec::new(),
                 waiting: 0,
                 failed: false,
+                floor: 0,
             };
             self.attempt(net, id, txn);
             budget -= 1;
@@ -571,7 +574,7 @@ where
         if !w.validate_prepared() {
             return self.abort(net, id, txn);
         }
-        w.finish_prepared(None);
+        w.finish_prepared_above(txn.floor);
         self.outbox.write(
             w,
             self.workload,
@@ -680,10 +683,18 @@ where
     }
 
     /// A reply to one of this node's transactions.
-    fn on_reply<T: Transport<StarMsg>>(&mut self, net: &mut T, id: u64, ok: bool, rows: &[u8]) {
+    fn on_reply<T: Transport<StarMsg>>(
+        &mut self,
+        net: &mut T,
+        id: u64,
+        ok: bool,
+        rows: &[u8],
+        floor: u64,
+    ) {
         let Some(txn) = self.txns.get_mut(&id) else {
             return;
         };
+        txn.floor = txn.floor.max(floor);
         if !ok || (!rows.is_empty() && self.db.cache_rows(rows).is_err()) {
             txn.failed = true;
         }
@@ -810,8 +821,10 @@ where
                 self.acks.on_ack(from, through);
                 self.settle(net);
             }
-            StarMsg::Rows { txn, ok, bytes } if from_node => self.on_reply(net, txn, ok, &bytes),
-            StarMsg::Vote { txn, yes } if from_node => self.on_reply(net, txn, yes, &[]),
+            StarMsg::Rows { txn, ok, bytes } if from_node => self.on_reply(net, txn, ok, &bytes, 0),
+            StarMsg::Vote { txn, yes, floor } if from_node => {
+                self.on_reply(net, txn, yes, &[], floor)
+            }
             StarMsg::Request { rid, body } => {
                 self.requests.received += 1;
                 self.on_request(net, Origin::Client { addr: from, rid }, body);

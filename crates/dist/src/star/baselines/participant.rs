@@ -75,14 +75,28 @@ impl Participant {
                     .all(|&(t, k)| valid_table(db, t) && r.locks.lock(db, t, k) == Ok(true));
                 r.reads.clone_from(reads);
                 let yes = locked && validate(db, r);
-                net.send(home, StarMsg::Vote { txn: *txn, yes });
+                let floor = r.locks.max_tid();
+                net.send(
+                    home,
+                    StarMsg::Vote {
+                        txn: *txn,
+                        yes,
+                        floor,
+                    },
+                );
             }
             StarMsg::Validate { txn } => {
-                let yes = self
-                    .remote
-                    .get(&(home, *txn))
-                    .is_some_and(|r| validate(db, r));
-                net.send(home, StarMsg::Vote { txn: *txn, yes });
+                let r = self.remote.get(&(home, *txn));
+                let yes = r.is_some_and(|r| validate(db, r));
+                let floor = r.map_or(0, |r| r.locks.max_tid());
+                net.send(
+                    home,
+                    StarMsg::Vote {
+                        txn: *txn,
+                        yes,
+                        floor,
+                    },
+                );
             }
             StarMsg::Decide {
                 txn,
