@@ -29,7 +29,8 @@ pub struct ServeArgs {
     /// The most connections served at once.
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
-    /// Keep the database durably in DIR (occ only): a commit is acknowledged once durable, and a
+    /// Keep the database durably in DIR (the protocols the engine can log: occ, and those whose
+    /// commit logs too; others are refused at start): a commit is acknowledged once durable, and a
     /// restart on DIR recovers every acknowledged one (docs/wire-protocol.md, "Durability").
     #[arg(long, value_name = "DIR")]
     data_dir: Option<std::path::PathBuf>,
@@ -50,12 +51,6 @@ fn durability(args: &ServeArgs) -> Result<Option<phasedb_txn::Durability>, Strin
         }
         return Ok(None);
     };
-    if args.protocol != "occ" {
-        return Err(
-            "--data-dir serves the occ protocol only (its commit logs; see docs/durability.md)"
-                .into(),
-        );
-    }
     let mut d = phasedb_txn::Durability::new(dir);
     d.loggers = args.loggers.unwrap_or(1);
     if !(1..=64).contains(&d.loggers) {

@@ -67,6 +67,13 @@ impl Catalog {
         self.defs.push(Some(def));
     }
 
+    /// The ids of the dropped tables.
+    pub fn dropped(&self) -> Vec<TableId> {
+        (0..self.defs.len() as TableId)
+            .filter(|&id| self.defs[id as usize].is_none())
+            .collect()
+    }
+
     /// Marks table `name` dropped; its id, if it was live.
     pub fn drop_table(&mut self, name: &str) -> Option<TableId> {
         let id = self.by_name.remove(name)?;

@@ -3,7 +3,10 @@
 //! Each read of the socket yields every whole frame that arrived; they are decoded first, then
 //! run in order: runs of transaction requests go to the connection's engine thread as one batch,
 //! table changes and stats in between run on a blocking thread, pings here. The responses of the
-//! batch are written with one write. A frame that does not decode, or announces more than the
+//! batch are written with one write. A durable server's connection has a writer task besides:
+//! the reader queues each batch's responses to it and goes on reading and running later requests,
+//! and the writer sends them in request order, each commit's once its epoch is durable (so many
+//! batches share one epoch's wait). A frame that does not decode, or announces more than the
 //! limit, gets an error response (id 0) and the connection is closed: the requests before it run,
 //! nothing of it or after it does.
 
@@ -17,9 +20,11 @@ use phasedb_proto::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::{mpsc, watch};
 
 use crate::Shared;
-use crate::engine::{Job, Session, is_control};
+use crate::engine::{DurableEpoch, Held, Job, Session, is_control};
 
 /// How long a new connection has to send its hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,6 +36,104 @@ fn error(kind: ErrorKind, message: impl Into<String>) -> Response {
     }
 }
 
+/// What a connection sends back, in request order.
+enum Piece {
+    /// Encoded responses, ready.
+    Bytes(Vec<u8>),
+    /// Responses to release once their epoch is durable.
+    Held(Held),
+}
+
+/// Where a connection's responses go: written at once (no data directory: nothing is ever held),
+/// or queued to the connection's writer, which releases held responses as their epochs become
+/// durable while the reader goes on reading and running later requests.
+enum Sink {
+    Direct(OwnedWriteHalf),
+    Queue(mpsc::Sender<Piece>, tokio::task::JoinHandle<()>),
+}
+
+/// Responses a durable connection may have queued (in pieces) before its reader waits.
+const MAX_QUEUED: usize = 256;
+
+impl Sink {
+    /// Sends `pieces`; false if the connection is gone.
+    async fn send(&mut self, pieces: &mut Vec<Piece>) -> bool {
+        match self {
+            Sink::Direct(w) => {
+                for p in pieces.drain(..) {
+                    let Piece::Bytes(b) = p else {
+                        unreachable!("a server without a data directory holds no responses")
+                    };
+                    if w.write_all(&b).await.is_err() {
+                        return false;
+                    }
+                }
+                true
+            }
+            Sink::Queue(q, _) => {
+                for p in pieces.drain(..) {
+                    if q.send(p).await.is_err() {
+                        return false;
+                    }
+                }
+                true
+            }
+        }
+    }
+
+    /// Writes what is queued (held responses once durable), then closes the connection.
+    async fn close(self) {
+        match self {
+            Sink::Direct(mut w) => {
+                let _ = w.shutdown().await;
+            }
+            Sink::Queue(q, writer) => {
+                drop(q);
+                let _ = writer.await;
+            }
+        }
+    }
+}
+
+/// A durable connection's writer: writes the pieces in order, each held one once the durable
+/// epoch reaches it (SiloR §4.2: a commit is acknowledged only once durable), coalescing what is
+/// ready into one write.
+async fn write_held(
+    mut w: OwnedWriteHalf,
+    mut queue: mpsc::Receiver<Piece>,
+    mut durable: watch::Receiver<DurableEpoch>,
+) {
+    let mut out = Vec::new();
+    while let Some(first) = queue.recv().await {
+        let mut next = Some(first);
+        while let Some(piece) = next.take() {
+            match piece {
+                Piece::Bytes(b) => out.extend_from_slice(&b),
+                Piece::Held(held) => {
+                    if !durable.borrow().settles(held.epoch) {
+                        if !out.is_empty() && w.write_all(&out).await.is_err() {
+                            return;
+                        }
+                        out.clear();
+                    }
+                    let failure = match durable.wait_for(|d| d.settles(held.epoch)).await {
+                        Ok(d) if d.epoch >= held.epoch => None,
+                        Ok(d) => d.failure.clone(),
+                        Err(_) => Some("the server stopped before it was durable".to_string()),
+                    };
+                    crate::engine::release(held, failure, &mut out);
+                }
+            }
+            next = queue.try_recv().ok();
+        }
+        if w.write_all(&out).await.is_err() {
+            return;
+        }
+        out.clear();
+    }
+    let _ = w.shutdown().await;
+}
+
 /// Serves one connection until it closes, fails, or the server shuts down.
 pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, shard: usize) {
     let _ = stream.set_nodelay(true);
@@ -38,9 +141,17 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, shard: usize) {
     if !handshake(&mut stream, &mut reader, &shared).await {
         return;
     }
+    let (mut stream, w) = stream.into_split();
+    let mut sink = match shared.engine.durable() {
+        None => Sink::Direct(w),
+        Some(durable) => {
+            let (tx, rx) = mpsc::channel(MAX_QUEUED);
+            Sink::Queue(tx, tokio::spawn(write_held(w, rx, durable)))
+        }
+    };
     let mut session = Box::new(Session::default());
     let mut batch = Vec::new();
-    let mut out = Vec::new();
+    let mut pieces = Vec::new();
     let mut shutdown = shared.shutdown.subscribe();
     loop {
         // Read until at least one whole frame (or a bad one) is buffered.
@@ -77,10 +188,11 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, shard: usize) {
             };
             reader.filled(64 << 10, n);
             if n == 0 {
+                sink.close().await;
                 return;
             }
         }
-        out.clear();
+        let mut out = Vec::new();
         if shared.shutting_down.load(Ordering::Acquire) {
             for (id, _) in batch.drain(..) {
                 encode_response(
@@ -89,27 +201,32 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, shard: usize) {
                     &error(ErrorKind::ShuttingDown, "the server is shutting down"),
                 );
             }
-            let _ = stream.write_all(&out).await;
+            pieces.push(Piece::Bytes(out));
+            sink.send(&mut pieces).await;
+            sink.close().await;
             return;
         }
-        session = run_batch(&mut batch, session, &shared, shard, &mut out).await;
+        session = run_batch(&mut batch, session, &shared, shard, &mut out, &mut pieces).await;
         if let Some(resp) = &closing {
             encode_response(&mut out, 0, resp);
         }
-        if stream.write_all(&out).await.is_err() || closing.is_some() {
-            let _ = stream.shutdown().await;
+        pieces.push(Piece::Bytes(out));
+        if !sink.send(&mut pieces).await || closing.is_some() {
+            sink.close().await;
             return;
         }
     }
 }
 
-/// Runs the batch in order, appending the encoded responses to `out`.
+/// Runs the batch in order, appending the encoded responses to `out`, or, when some are held
+/// for durability, moving what `out` has and the held ones to `pieces` in order.
 async fn run_batch(
     batch: &mut Vec<(u64, Request)>,
     mut session: Box<Session>,
     shared: &Arc<Shared>,
     shard: usize,
     out: &mut Vec<u8>,
+    pieces: &mut Vec<Piece>,
 ) -> Box<Session> {
     let mut requests = std::mem::take(batch).into_iter().peekable();
     while requests.peek().is_some() {
@@ -133,12 +250,8 @@ async fn run_batch(
             let (bytes, back, held) = rx.await.expect("engine threads answer every batch");
             out.extend_from_slice(&bytes);
             if let Some(held) = held {
-                let (s, epoch) = (shared.clone(), held.epoch);
-                let failure = tokio::task::spawn_blocking(move || s.engine.wait_durable(epoch))
-                    .await
-                    .unwrap_or_else(|e| Err(e.to_string()))
-                    .err();
-                crate::engine::release(held, failure, out);
+                pieces.push(Piece::Bytes(std::mem::take(out)));
+                pieces.push(Piece::Held(held));
             }
             session = back;
         }

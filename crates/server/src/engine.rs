@@ -12,6 +12,7 @@
 //! wait in the threads' queues.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex as StdMutex};
 
@@ -44,8 +45,9 @@ pub struct Job {
 }
 
 /// A durable server's responses to a batch, held until its newest commit is durable: the
-/// connection waits for that (off the engine thread, which goes on with other batches), then
-/// encodes them with [`release`].
+/// connection's writer waits for that (off the engine thread, which goes on with other batches,
+/// and off the connection's reader, which goes on with its later requests), then encodes them
+/// with [`release`].
 pub struct Held {
     /// The epoch of the batch's newest commit.
     pub epoch: u64,
@@ -106,8 +108,23 @@ pub trait Engine: Send + Sync {
     fn stop(&self);
     /// What the data directory recovered at start, when the server is durable.
     fn recovery(&self) -> Option<Recovery>;
-    /// Waits until `epoch` is durable (blocking); why not, if logging failed.
-    fn wait_durable(&self, epoch: u64) -> Result<(), String>;
+    /// The durable epoch as it moves, when the server is durable.
+    fn durable(&self) -> Option<tokio::sync::watch::Receiver<DurableEpoch>>;
+}
+
+/// What a durable server's watcher publishes: every commit of `epoch` or before is durable;
+/// `failure`, if logging failed (later commits may never be).
+#[derive(Clone, Debug, Default)]
+pub struct DurableEpoch {
+    pub epoch: u64,
+    pub failure: Option<String>,
+}
+
+impl DurableEpoch {
+    /// Whether held responses of `epoch` may be released: durable, or never to be (`failure`).
+    pub fn settles(&self, epoch: u64) -> bool {
+        self.epoch >= epoch || self.failure.is_some()
+    }
 }
 
 /// Whether `req` goes through [`Engine::control`] rather than an engine thread's batch.
@@ -130,6 +147,10 @@ pub struct EngineOf<P: Protocol> {
     /// One table change at a time.
     change: Mutex<()>,
     recovery: Option<Recovery>,
+    /// The durable epoch, published by the watcher thread (durable servers only).
+    durable: Option<tokio::sync::watch::Receiver<DurableEpoch>>,
+    watcher: Mutex<Option<std::thread::JoinHandle<()>>>,
+    stopping: Arc<AtomicBool>,
 }
 
 /// How many times a conflicting transaction is retried before the client hears of it.
@@ -161,12 +182,25 @@ impl<P: Protocol> EngineOf<P> {
                 (parts, Some(data), Some(recovery))
             }
         };
+        let durable_mode = data.is_some();
         let state = Arc::new(RwLock::new(State {
             db: parts.db,
             catalog: parts.catalog,
             installed: parts.installed,
             data,
         }));
+        let stopping = Arc::new(AtomicBool::new(false));
+        let (durable, watcher) = if durable_mode {
+            let (tx, rx) = tokio::sync::watch::channel(DurableEpoch::default());
+            let (state, stopping) = (state.clone(), stopping.clone());
+            let handle = std::thread::Builder::new()
+                .name("durable-watch".into())
+                .spawn(move || watch_durable(&state, &tx, &stopping))
+                .expect("spawn the durability watcher");
+            (Some(rx), Some(handle))
+        } else {
+            (None, None)
+        };
         let mut senders = Vec::new();
         let mut handles = Vec::new();
         for i in 0..threads.max(1) {
@@ -186,6 +220,9 @@ impl<P: Protocol> EngineOf<P> {
             threads: Mutex::new(handles),
             change: Mutex::new(()),
             recovery,
+            durable,
+            watcher: Mutex::new(watcher),
+            stopping,
         }))
     }
 
@@ -199,6 +236,36 @@ impl<P: Protocol> EngineOf<P> {
         let out = f(&mut self.state.write());
         gate.release();
         out
+    }
+}
+
+/// Publishes the durable epoch each time it moves (one thread per durable server, so a thousand
+/// connections waiting for durability cost no thread each). It holds the state's read lock for
+/// at most an epoch and a group commit at a time, so a table change waits that long at most.
+fn watch_durable<P: Protocol>(
+    state: &RwLock<State<P>>,
+    tx: &tokio::sync::watch::Sender<DurableEpoch>,
+    stopping: &AtomicBool,
+) {
+    while !stopping.load(Ordering::Acquire) {
+        let (epoch, failure) = {
+            let st = state.read();
+            let now = st.db.durable_epoch().unwrap_or(0);
+            match st.db.wait_durable(now + 1) {
+                Ok(()) => (st.db.durable_epoch().unwrap_or(now + 1), None),
+                Err(e) => (now, Some(e.to_string())),
+            }
+        };
+        let failed = failure.is_some();
+        tx.send_if_modified(|d| {
+            let changed = epoch > d.epoch || failure != d.failure;
+            d.epoch = d.epoch.max(epoch);
+            d.failure = failure;
+            changed
+        });
+        if failed {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
 
@@ -490,12 +557,8 @@ impl<P: Protocol> Engine for EngineOf<P> {
         self.recovery.clone()
     }
 
-    fn wait_durable(&self, epoch: u64) -> Result<(), String> {
-        self.state
-            .read()
-            .db
-            .wait_durable(epoch)
-            .map_err(|e| e.to_string())
+    fn durable(&self) -> Option<tokio::sync::watch::Receiver<DurableEpoch>> {
+        self.durable.clone()
     }
 
     fn stop(&self) {
@@ -503,6 +566,10 @@ impl<P: Protocol> Engine for EngineOf<P> {
             let _ = s.send(Msg::Stop);
         }
         for h in self.threads.lock().drain(..) {
+            let _ = h.join();
+        }
+        self.stopping.store(true, Ordering::Release);
+        if let Some(h) = self.watcher.lock().take() {
             let _ = h.join();
         }
     }

@@ -47,8 +47,9 @@ pub struct ServerConfig {
     pub max_frame: usize,
     /// The most connections served at once; further ones are closed at once.
     pub max_connections: usize,
-    /// Durable operation in a data directory (`occ` only; see `crate::durable`): commits are
-    /// acknowledged once durable, and a restart recovers every acknowledged one.
+    /// Durable operation in a data directory (the protocols whose commit logs, as the engine
+    /// answers; see `crate::durable`): commits are acknowledged once durable, and a restart
+    /// recovers every acknowledged one.
     pub durability: Option<phasedb_txn::Durability>,
 }
 
@@ -80,17 +81,14 @@ pub const PROTOCOLS: &[&str] = &[
     "doppel",
 ];
 
-/// The engine for protocol `name`, durable in `durability`'s directory if given (`occ` only).
+/// The engine for protocol `name`, durable in `durability`'s directory if given: the engine
+/// decides which protocols can be (`Database::start_durability`); a refusal is the error, and the
+/// directory is left as it was.
 pub fn engine(
     name: &str,
     threads: usize,
     durability: Option<&phasedb_txn::Durability>,
 ) -> Result<Arc<dyn Engine>, String> {
-    if durability.is_some() && name != "occ" {
-        return Err(format!(
-            "a data directory needs the occ protocol (its commit logs; see docs/durability.md), not {name}"
-        ));
-    }
     let d = durability;
     Ok(match name {
         "occ" => engine::EngineOf::<Occ>::start(threads, d)?,

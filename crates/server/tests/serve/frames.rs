@@ -10,7 +10,7 @@ use phasedb_proto::{
 use crate::{accounts, balance, connect, put, server};
 
 /// A connection that said hello; returns it.
-fn hello(addr: std::net::SocketAddr) -> TcpStream {
+pub fn hello(addr: std::net::SocketAddr) -> TcpStream {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut out = Vec::new();
@@ -34,7 +34,7 @@ thread_local! {
 }
 
 /// The next frame's payload; `None` once the server closed the connection.
-fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
+pub fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
     READER.with(|r| read_frame_with(&mut r.borrow_mut(), s))
 }
 

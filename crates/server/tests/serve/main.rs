@@ -2,6 +2,7 @@
 //! module per concern).
 
 mod connections;
+mod durable;
 mod frames;
 mod interactive;
 mod one_shot;
@@ -22,6 +23,34 @@ pub fn server(protocol: &str, token: Option<&str>) -> Server {
         ..ServerConfig::default()
     })
     .expect("server starts")
+}
+
+/// A fresh directory under the system's temporary one, removed at the end.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(what: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("phasedb-serve-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A durable server of `protocol` on a free loopback port, or the engine's refusal.
+pub fn durable_server(protocol: &str, dir: &std::path::Path) -> Result<Server, String> {
+    Server::start(&ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        protocol: protocol.into(),
+        threads: 2,
+        durability: Some(phasedb_txn::Durability::new(dir)),
+        ..ServerConfig::default()
+    })
 }
 
 pub fn connect(s: &Server) -> Client {
