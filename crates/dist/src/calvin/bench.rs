@@ -152,7 +152,7 @@ pub fn run(
     let deadline = Instant::now() + settings.quiesce_timeout;
     loop {
         let stats = read_all(&client, Query::Stats)?;
-        if stats.iter().all(|s| s.phase >= cut) {
+        if stats.iter().all(|s| s.phase >= cut && s.idle) {
             break;
         }
         if Instant::now() >= deadline {

@@ -373,12 +373,12 @@ pub fn run(
     let deadline = Instant::now() + settings.quiesce_timeout;
     loop {
         let stats = read_all(&client, Query::Stats)?;
-        if stats.iter().all(|s| s.phase > last_phase) {
+        if stats.iter().all(|s| s.phase > last_phase && s.idle) {
             break;
         }
         if Instant::now() >= deadline {
             return Err(format!(
-                "phase {last_phase}, in which the load stopped, did not end everywhere within {:?}",
+                "phase {last_phase}, in which the load stopped, did not end everywhere (or a node still had work in flight) within {:?}",
                 settings.quiesce_timeout
             ));
         }

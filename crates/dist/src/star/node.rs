@@ -374,6 +374,7 @@ where
     /// Every counter.
     pub fn stats(&self) -> StarStats {
         StarStats {
+            idle: self.is_idle(),
             node: self.me,
             phase: self.phase,
             types: self.types.clone(),

@@ -132,6 +132,10 @@ pub struct StarStats {
     pub replication: ReplicationCounts,
     /// Requests.
     pub requests: RequestCounts,
+    /// Nothing left to do on the node: no transaction waiting or in flight, no result held, no
+    /// replication unsent, unacknowledged or held back (what a quiesce waits for).
+    #[serde(default)]
+    pub idle: bool,
 }
 
 impl StarStats {

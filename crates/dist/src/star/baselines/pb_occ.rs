@@ -185,6 +185,7 @@ where
     /// Every counter (`phase` is the group).
     pub fn stats(&self) -> StarStats {
         StarStats {
+            idle: self.is_idle(),
             node: self.me,
             phase: self.group,
             types: self.types.clone(),
