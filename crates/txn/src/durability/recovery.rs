@@ -27,7 +27,7 @@ use crate::protocol::Protocol;
 use crate::star::Applied;
 use crate::star::apply::apply_record;
 use crate::star::format::{Decoder, Record, RecordKind};
-use crate::tid::{TidWord, epoch_of};
+use crate::tid::epoch_of;
 
 /// A log file of a data directory, read and framed.
 pub(crate) struct LogScan {
@@ -129,7 +129,7 @@ pub(crate) struct Replayed {
 /// Replays `logs` over the checkpoint `base` loaded into `db`: a record of generation `g` is
 /// applied if its epoch is at most `durable[g]` and, in the checkpoint's own generation, not
 /// before the checkpoint's start epoch.
-pub(crate) fn replay<P: Protocol<Meta = TidWord>>(
+pub(crate) fn replay<P: Protocol>(
     db: &Database<P>,
     logs: &[LogScan],
     durable: &BTreeMap<u64, u64>,
@@ -187,7 +187,7 @@ pub(crate) fn replay<P: Protocol<Meta = TidWord>>(
 
 /// Whether `r` carries whole column groups (or is a delete): its place among a row's records
 /// does not matter.
-fn is_whole<P: Protocol<Meta = TidWord>>(db: &Database<P>, r: &Record<'_>) -> bool {
+fn is_whole<P: Protocol>(db: &Database<P>, r: &Record<'_>) -> bool {
     if r.kind == RecordKind::Delete {
         return true;
     }
@@ -204,7 +204,7 @@ fn is_whole<P: Protocol<Meta = TidWord>>(db: &Database<P>, r: &Record<'_>) -> bo
 
 /// The second pass: partial images sorted by row and TID, the rows cut into one run per thread
 /// (a row's records never split), each run applied in order.
-fn replay_partial<P: Protocol<Meta = TidWord>>(
+fn replay_partial<P: Protocol>(
     db: &Database<P>,
     mut partial: Vec<Record<'_>>,
 ) -> Result<(), DurabilityError> {

@@ -569,3 +569,123 @@ fn a_directory_of_another_format_version_is_refused() {
     assert!(matches!(err, DurabilityError::Version { .. }), "{err}");
     assert!(err.to_string().contains("format version 1"), "{err}");
 }
+
+/// Every protocol whose commits log epoch TIDs: two workers transfer between a few hot accounts
+/// (and insert and delete rows of their own) until the database crashes; recovery must give
+/// exactly the transactions of the durable epochs (a serial replay of them), the total intact.
+fn crash_and_recover<P: phasedb_txn::Protocol>() {
+    const HOT: u64 = 6;
+    let dir = TempDir::new(P::NAME);
+    let open = |initial: i64| {
+        let mut db = Database::<P>::open(config(&dir.0, 2, Duration::from_millis(3)));
+        let schema = Schema::builder()
+            .column("balance", ColumnType::I64, 0)
+            .column("note", ColumnType::U64, 1)
+            .build()
+            .unwrap();
+        let t = db.create_table(TableSpec::new("accounts", schema, 128).ordered());
+        for a in 0..ACCOUNTS {
+            db.load(t, a, |r| r.set_i64(0, initial)).unwrap();
+        }
+        (db, t)
+    };
+    let snapshot = |db: &Database<P>, t: TableId| {
+        let mut out = Vec::new();
+        db.for_each_row_quiescent(t, |k, r| out.push((k, r.i64(0), r.u64(1))));
+        out.sort();
+        out
+    };
+    let (mut db, t) = open(INITIAL);
+    db.start_durability().unwrap();
+    let histories: Vec<Vec<(u64, u64, i64, u64)>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2u64)
+            .map(|w| {
+                let db = &db;
+                s.spawn(move || {
+                    let mut worker = db.worker();
+                    let mut done = Vec::new();
+                    let mut x = (w + 11) * 0x9E37_79B9_7F4A_7C15;
+                    let deadline = std::time::Instant::now() + Duration::from_millis(150);
+                    for i in 0..100_000u64 {
+                        if std::time::Instant::now() >= deadline {
+                            break;
+                        }
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let (from, to, amount) = (x % HOT, (x >> 20) % HOT, (x >> 40) as i64 % 50);
+                        worker
+                            .execute(0, |tx| {
+                                let a = tx.get(t, from)?.unwrap().i64(0);
+                                tx.update(t, from, |r| r.set_i64(0, a - amount))?;
+                                let b = tx.get(t, to)?.unwrap().i64(0);
+                                tx.update(t, to, |r| r.set_i64(0, b + amount))?;
+                                tx.insert(t, own_key(w, i), |r| r.set_u64(1, i))?;
+                                if i >= 2 {
+                                    tx.delete(t, own_key(w, i - 2))?;
+                                }
+                                Ok(())
+                            })
+                            .unwrap();
+                        done.push((from, to, amount, worker.commit_epoch().unwrap()));
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let before = db.durable_epoch().unwrap();
+    let crashed = db.crash().unwrap();
+    assert!(crashed >= before);
+
+    let (mut db, t) = open(0);
+    let r = db.start_durability().unwrap();
+    assert!(r.durable_epoch >= crashed, "{}: {r:?}", P::NAME);
+    let mut balance = vec![INITIAL; ACCOUNTS as usize];
+    let mut expected = Vec::new();
+    for (w, h) in histories.iter().enumerate() {
+        let kept: Vec<_> = h.iter().take_while(|c| c.3 <= r.durable_epoch).collect();
+        assert!(h.len() > 10, "{}: worker {w} ran", P::NAME);
+        for &&(from, to, amount, _) in &kept {
+            balance[from as usize] -= amount;
+            balance[to as usize] += amount;
+        }
+        let n = kept.len() as u64;
+        for i in n.saturating_sub(2)..n {
+            expected.push((own_key(w as u64, i), 0, i));
+        }
+    }
+    expected.extend(balance.iter().enumerate().map(|(a, &b)| (a as u64, b, 0)));
+    expected.sort();
+    let recovered = snapshot(&db, t);
+    assert_eq!(recovered, expected, "{}: {r:?}", P::NAME);
+    assert_eq!(total(&recovered), ACCOUNTS as i64 * INITIAL, "{}", P::NAME);
+    // The recovered database commits on.
+    let mut w = db.worker();
+    w.execute(0, |tx| tx.update(t, 0, |r| r.set_u64(1, 9)).map(|_| ()))
+        .unwrap();
+    w.wait_durable().unwrap();
+}
+
+#[test]
+fn two_phase_locking_recovers_the_durable_transactions() {
+    crash_and_recover::<phasedb_txn::TwoPlNoWait>();
+    crash_and_recover::<phasedb_txn::TwoPlWaitDie>();
+    crash_and_recover::<phasedb_txn::TwoPlBlocking>();
+}
+
+#[test]
+fn swisstm_recovers_the_durable_transactions() {
+    crash_and_recover::<phasedb_txn::SwissTm>();
+}
+
+#[test]
+fn adaptive_recovers_the_durable_transactions() {
+    crash_and_recover::<phasedb_txn::Adaptive>();
+}
+
+#[test]
+fn occ_recovers_the_durable_transactions() {
+    crash_and_recover::<Occ>();
+}
