@@ -57,7 +57,7 @@ pub struct Common {
     pub phase_length: f64,
     /// Run durably in DIR (SiloR: per-worker value logs, epoch group commit, checkpoints): a new
     /// directory gets the loaded tables as its first checkpoint, one holding a database of the
-    /// same workload and settings is recovered and run on (ycsb, tpcc, bank). Protocol occ.
+    /// same workload and settings is recovered and run on (ycsb, tpcc, bank). Protocols occ, 2pl, 2pl-nowait, 2pl-waitdie, swisstm, adaptive.
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<std::path::PathBuf>,
     /// With --data-dir: fsync after every group commit (group, the default) or never (none:
@@ -628,9 +628,18 @@ fn durability(c: &Common) -> Result<Option<phasedb_txn::Durability>, String> {
     if c.durable_progress && !c.durable_results {
         return Err("--durable-progress needs --durable-results".into());
     }
-    if c.protocol != ProtocolName::Occ {
+    if !matches!(
+        c.protocol,
+        ProtocolName::Occ
+            | ProtocolName::TwoPlNoWait
+            | ProtocolName::TwoPlWaitDie
+            | ProtocolName::TwoPl
+            | ProtocolName::Swisstm
+            | ProtocolName::Adaptive
+    ) {
         return Err(
-            "--data-dir runs the occ protocol only (its commit logs; see docs/durability.md)"
+            "--data-dir runs the protocols whose commits log TIDs with epochs: occ, 2pl, \
+             2pl-nowait, 2pl-waitdie, swisstm, adaptive (see docs/durability.md)"
                 .into(),
         );
     }

@@ -140,6 +140,13 @@ fn durability_json(d: &phasedb_txn::Durability, r: &BenchResult) -> Value {
             "table_records": rec.table_records.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         });
     }
+    if let Some(bytes) = r.log_bytes {
+        let committed = r.stats.total().committed.max(1);
+        out["log"] = json!({
+            "bytes": bytes,
+            "bytes_per_txn": bytes as f64 / committed as f64,
+        });
+    }
     if let Some(c) = &r.checkpoints {
         out["checkpoints"] = json!({
             "interval_s": d.checkpoint_interval.map(|i| i.as_secs_f64()),

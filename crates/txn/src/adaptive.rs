@@ -119,6 +119,12 @@ impl Protocol for Adaptive {
     type Shared = ();
     type Meta = AdaptiveMeta;
 
+    fn start_durability(
+        db: &mut Database<Self>,
+    ) -> Result<crate::durability::Recovery, crate::durability::DurabilityError> {
+        crate::durability::start(db)
+    }
+
     fn new_meta(word: u64) -> AdaptiveMeta {
         AdaptiveMeta {
             word: TidWord::new(word),

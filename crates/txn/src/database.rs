@@ -295,6 +295,12 @@ impl<P: Protocol> Database<P> {
         self.durable.as_ref().map(|d| d.logging.durable())
     }
 
+    /// Bytes the loggers wrote to the log files since durable operation started (records,
+    /// block headers and markers), or `None` if it has not started: for bytes per transaction.
+    pub fn log_bytes(&self) -> Option<u64> {
+        self.durable.as_ref().map(|d| d.logging.bytes_written())
+    }
+
     /// Waits until epoch `epoch` is durable; an error if durability is off or logging failed.
     pub fn wait_durable(&self, epoch: u64) -> Result<(), crate::durability::DurabilityError> {
         match &self.durable {

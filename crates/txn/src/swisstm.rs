@@ -75,6 +75,12 @@ impl Protocol for SwissTm {
     const USES_AGE: bool = true;
     type Meta = SwissMeta;
 
+    fn start_durability(
+        db: &mut Database<Self>,
+    ) -> Result<crate::durability::Recovery, crate::durability::DurabilityError> {
+        crate::durability::start(db)
+    }
+
     fn new_meta(word: u64) -> SwissMeta {
         SwissMeta {
             word: TidWord::new(word),

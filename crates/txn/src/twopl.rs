@@ -193,6 +193,12 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
     const READS_LOCK: bool = true;
     type Meta = LockMeta;
 
+    fn start_durability(
+        db: &mut Database<Self>,
+    ) -> Result<crate::durability::Recovery, crate::durability::DurabilityError> {
+        crate::durability::start(db)
+    }
+
     fn new_meta(word: u64) -> LockMeta {
         LockMeta {
             word: TidWord::new(word),

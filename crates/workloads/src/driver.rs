@@ -54,6 +54,8 @@ pub struct BenchResult {
     pub worker_cpu: Duration,
     /// What starting durable operation recovered (with `config.durability`).
     pub recovery: Option<phasedb_txn::Recovery>,
+    /// Bytes the loggers wrote during the measured window (with `config.durability`).
+    pub log_bytes: Option<u64>,
     /// The checkpoints the background checkpointer took during the run (with `config.durability`).
     pub checkpoints: Option<phasedb_txn::CheckpointStats>,
     /// With [`BenchOptions::durable_results`]: transactions acknowledged durable and their
@@ -86,6 +88,7 @@ impl BenchResult {
             protocol_report: Vec::new(),
             worker_cpu: Duration::ZERO,
             recovery: None,
+            log_bytes: None,
             checkpoints: None,
             durable: None,
         }
@@ -147,6 +150,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
     let ready = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
     let mut measured = Duration::ZERO;
+    let mut log_bytes = None;
     let mut merged = Stats::default();
     let mut worker_cpu = Duration::ZERO;
     let types = workload.txn_types();
@@ -259,6 +263,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
             print_durable(false);
         }
         let measure_start = Instant::now();
+        let bytes_start = db.log_bytes();
         phase.store(MEASURE, Ordering::Relaxed);
         while measure_start.elapsed() < opts.duration {
             std::thread::sleep(tick.min(opts.duration.saturating_sub(measure_start.elapsed())));
@@ -267,6 +272,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
         }
         phase.store(STOP, Ordering::Relaxed);
         measured = measure_start.elapsed();
+        log_bytes = db.log_bytes().zip(bytes_start).map(|(b, a)| b - a);
         for h in handles {
             let (stats, cpu, acks) = h.join().expect("benchmark worker panicked");
             merged.merge(&stats);
@@ -296,6 +302,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
         protocol_report,
         worker_cpu,
         recovery,
+        log_bytes,
         checkpoints,
         durable,
     }

@@ -21,10 +21,11 @@ pub(crate) struct WorkerLog {
 }
 
 impl WorkerLog {
-    /// Appends the log records of one committed transaction with TID `tid`: for each inserted or
-    /// updated row the whole column groups it wrote, read from the record as installed (the locks
-    /// are still held, so later writers of the group wait), and for each deleted row a delete.
-    /// `row` is scratch of a row's words.
+    /// Appends the log records of one committed transaction with TID `tid`: for each updated row
+    /// the columns it wrote, for each inserted row every column, read from the record as installed
+    /// (the locks are still held, so later writers of the group wait), and for each deleted row a
+    /// delete. An update carries only its columns, not their whole groups: recovery replays such
+    /// partial images in TID order per row (see `recovery.rs`). `row` is scratch of a row's words.
     pub(crate) fn append<M: TidMeta>(
         &self,
         tables: &[Table<M>],
@@ -40,7 +41,11 @@ impl WorkerLog {
                 WriteKind::Delete => format::push_delete(&mut buf, w.table, w.key, tid),
                 WriteKind::Update | WriteKind::Insert => {
                     let rec = w.rec.expect("an installed write knows its record");
-                    let columns = copy_groups(table, rec, w.groups(table.schema()), row);
+                    let groups = copy_groups(table, rec, w.groups(table.schema()), row);
+                    let columns = match w.kind {
+                        WriteKind::Update => w.columns & groups,
+                        _ => groups,
+                    };
                     format::push_upsert(
                         &mut buf,
                         table.schema(),

@@ -20,7 +20,7 @@ use phasedb_storage::{InsertOutcome, Table, TableId};
 use super::DurabilityError;
 use super::block::{self, Kind};
 use crate::star::format::{self, Decoder, RecordKind};
-use crate::tid::{ABSENT, TID_MASK, TidWord};
+use crate::tid::{ABSENT, TID_MASK, TidMeta, TidWord};
 
 /// Bytes of row records gathered before they are written as one block.
 const BLOCK_BYTES: usize = 1 << 20;
@@ -56,10 +56,10 @@ pub(crate) fn dir_name(seq: u64) -> String {
 /// after the image is written) says so. Returns the rows written. Gives up, leaving only a
 /// `.tmp` directory that later truncation removes, if `stop` turns true. Also returns the seconds
 /// spent writing the image (before `ready`).
-pub(crate) fn write(
+pub(crate) fn write<M: TidMeta>(
     dir: &Path,
     seq: u64,
-    tables: &[Table<TidWord>],
+    tables: &[Table<M>],
     threads: usize,
     start: Start,
     stop: &AtomicBool,
@@ -112,9 +112,9 @@ pub(crate) fn write(
 /// present rows to its file: one upsert per row when all its groups hold one TID, else one per
 /// group (each with its own TID). A part's records are gathered under its lock and read after,
 /// with Silo's stable reads, so the writer never waits for a committer while blocking inserts.
-fn write_parts(
+fn write_parts<M: TidMeta>(
     path: &Path,
-    tables: &[Table<TidWord>],
+    tables: &[Table<M>],
     parts: &[(usize, usize)],
     next: &AtomicUsize,
     stop: &AtomicBool,
@@ -152,7 +152,8 @@ fn write_parts(
         for &(key, rec) in &gathered {
             for (g, group) in groups.iter().enumerate() {
                 let out = &mut row[group.word..group.word + group.words];
-                words[g] = stable_copy(rec.meta(layout, g), || rec.copy_group(layout, g, out));
+                words[g] =
+                    stable_copy(rec.meta(layout, g).tid(), || rec.copy_group(layout, g, out));
             }
             // Absent (deleted, a placeholder) or being unlinked: not in the image.
             if words.iter().any(|w| w & ABSENT != 0) {
@@ -264,7 +265,10 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<Checkpoint>, DurabilityError> {
 
 /// Checks every file of checkpoint `c` (whole blocks, an end block, records that decode against
 /// `tables`) without loading anything. Returns the files' bytes for [`load`].
-pub(crate) fn verify(c: &Checkpoint, tables: &[Table<TidWord>]) -> Result<Vec<Vec<u8>>, String> {
+pub(crate) fn verify<M: TidMeta>(
+    c: &Checkpoint,
+    tables: &[Table<M>],
+) -> Result<Vec<Vec<u8>>, String> {
     let names: Vec<(String, Option<usize>)> = match c.files {
         Some(n) => (0..n).map(|k| (format!("p{k:03}.img"), None)).collect(),
         None => (0..tables.len())
@@ -314,12 +318,16 @@ pub(crate) fn verify(c: &Checkpoint, tables: &[Table<TidWord>]) -> Result<Vec<Ve
 }
 
 /// Loads verified checkpoint files into the empty `tables`, one thread per file; each row takes
-/// its recorded TIDs. Returns the rows loaded.
-pub(crate) fn load(files: &[Vec<u8>], tables: &[Table<TidWord>]) -> u64 {
+/// its recorded TIDs (in metadata made by `new_meta`, the protocol's). Returns the rows loaded.
+pub(crate) fn load<M: TidMeta>(
+    files: &[Vec<u8>],
+    tables: &[Table<M>],
+    new_meta: fn(u64) -> M,
+) -> u64 {
     std::thread::scope(|s| {
         let handles: Vec<_> = files
             .iter()
-            .map(|bytes| s.spawn(move || load_table(bytes, tables)))
+            .map(|bytes| s.spawn(move || load_table(bytes, tables, new_meta)))
             .collect();
         handles
             .into_iter()
@@ -328,7 +336,7 @@ pub(crate) fn load(files: &[Vec<u8>], tables: &[Table<TidWord>]) -> u64 {
     })
 }
 
-fn load_table(bytes: &[u8], tables: &[Table<TidWord>]) -> u64 {
+fn load_table<M: TidMeta>(bytes: &[u8], tables: &[Table<M>], new_meta: fn(u64) -> M) -> u64 {
     let schema_of = |id: TableId| tables.get(id as usize).map(|t| t.schema());
     let guard = phasedb_storage::pin();
     let mut rows = 0;
@@ -347,7 +355,7 @@ fn load_table(bytes: &[u8], tables: &[Table<TidWord>]) -> u64 {
             row.resize(schema.row_words(), 0);
             crate::star::apply::unpack(schema, r.columns, r.data, &mut row);
             let carried = schema.groups_of(r.columns);
-            match table.insert_with(r.key, &guard, |_| TidWord::new(r.tid), Some(&row)) {
+            match table.insert_with(r.key, &guard, |_| new_meta(r.tid), Some(&row)) {
                 InsertOutcome::Inserted(_) => rows += 1,
                 // A later group of a row whose groups hold different TIDs.
                 InsertOutcome::Exists(rec) => {
@@ -356,7 +364,7 @@ fn load_table(bytes: &[u8], tables: &[Table<TidWord>]) -> u64 {
                     while m != 0 {
                         let g = m.trailing_zeros() as usize;
                         m &= m - 1;
-                        rec.meta(table.layout(), g).store(r.tid);
+                        rec.meta(table.layout(), g).tid().store(r.tid);
                     }
                 }
             }

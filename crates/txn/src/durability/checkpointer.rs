@@ -34,7 +34,7 @@ use super::logger::Logging;
 use super::{CheckpointReport, DurabilityError, start};
 use crate::activity::Activity;
 use crate::epoch::EpochReader;
-use crate::tid::TidWord;
+use crate::tid::TidMeta;
 
 /// Longest a checkpoint waits for the loggers or the epoch before it reports a failure.
 const WAIT_LIMIT: Duration = Duration::from_secs(60);
@@ -65,8 +65,8 @@ pub(crate) struct Checkpointer {
 }
 
 /// Everything one checkpoint needs, owned by the checkpointer thread.
-pub(crate) struct Context {
-    pub tables: Arc<Vec<Table<TidWord>>>,
+pub(crate) struct Context<M> {
+    pub tables: Arc<Vec<Table<M>>>,
     pub logging: Arc<Logging>,
     pub activity: Arc<Activity>,
     pub epoch: EpochReader,
@@ -80,7 +80,7 @@ pub(crate) struct Context {
 
 impl Checkpointer {
     /// Starts the thread.
-    pub(crate) fn start(ctx: Context) -> Checkpointer {
+    pub(crate) fn start<M: TidMeta>(ctx: Context<M>) -> Checkpointer {
         let shared = Arc::new(Shared::default());
         let thread = {
             let shared = shared.clone();
@@ -131,7 +131,7 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(mut ctx: Context, shared: &Shared) {
+fn run<M: TidMeta>(mut ctx: Context<M>, shared: &Shared) {
     let mut next_due = ctx.interval.map(|i| Instant::now() + i);
     let mut seq = ctx.newest.0;
     loop {
@@ -177,8 +177,8 @@ fn run(mut ctx: Context, shared: &Shared) {
 }
 
 /// Takes checkpoint `seq` (the steps of the module's doc) and truncates.
-fn take(
-    ctx: &mut Context,
+fn take<M: TidMeta>(
+    ctx: &mut Context<M>,
     seq: u64,
     stop: &AtomicBool,
 ) -> Result<CheckpointReport, DurabilityError> {
@@ -222,11 +222,11 @@ fn take(
 
 /// Waits (polling every millisecond) until `done`; an error if logging failed, the checkpointer
 /// is stopping, or [`WAIT_LIMIT`] passed.
-fn wait_until(
-    ctx: &Context,
+fn wait_until<M: TidMeta>(
+    ctx: &Context<M>,
     stop: &AtomicBool,
     what: &str,
-    done: impl Fn(&Context) -> bool,
+    done: impl Fn(&Context<M>) -> bool,
 ) -> Result<(), DurabilityError> {
     let since = Instant::now();
     while !done(ctx) {

@@ -45,6 +45,8 @@ pub(crate) struct Logging {
     rotate_to: AtomicU64,
     /// Per logger, the segment it writes to.
     segments: Box<[CachePadded<AtomicU64>]>,
+    /// Per logger, the bytes it wrote to its files (blocks and markers).
+    written: Box<[CachePadded<AtomicU64>]>,
     /// Waiters for the durable epoch.
     moved: Mutex<()>,
     moved_cv: Condvar,
@@ -67,6 +69,9 @@ impl Logging {
             segments: (0..loggers)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
+            written: (0..loggers)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
             moved: Mutex::new(()),
             moved_cv: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -78,6 +83,11 @@ impl Logging {
     #[inline]
     pub(crate) fn durable(&self) -> u64 {
         self.durable.load(Ordering::Acquire)
+    }
+
+    /// Bytes the loggers wrote to their files so far.
+    pub(crate) fn bytes_written(&self) -> u64 {
+        self.written.iter().map(|w| w.load(Ordering::Relaxed)).sum()
     }
 
     /// Why logging stopped, if it did.
@@ -248,6 +258,7 @@ impl Logger {
         let durable = durable.max(self.last_marker);
         block::push(&mut self.out, Kind::Durable, &durable.to_le_bytes());
         self.file.append(&self.out)?;
+        self.shared.written[self.index].fetch_add(self.out.len() as u64, Ordering::Relaxed);
         self.last_marker = durable;
         self.shared.publish(self.index, durable);
         Ok(true)

@@ -9,8 +9,10 @@ use phasedb_storage::Table;
 use super::DurabilityError;
 use super::checkpoint::write_synced;
 
-/// Version of the on-disk format (blocks, record format, checkpoint layout).
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// Version of the on-disk format (blocks, record format, checkpoint layout). Version 2 logs an
+/// update's written columns only (partial group images, replayed in TID order per row); a
+/// version-1 reader would misapply them, so directories of either version refuse the other build.
+pub(crate) const FORMAT_VERSION: u32 = 2;
 /// The manifest's file name.
 pub(crate) const NAME: &str = "MANIFEST";
 const HEADER: &str = "phasedb data directory";

@@ -180,7 +180,9 @@ pub enum DurabilityError {
     NoCheckpoint { dir: PathBuf, detail: String },
     #[error("log file {path} is corrupt inside a block whose checksum holds: {detail}")]
     Corrupt { path: PathBuf, detail: String },
-    #[error("protocol {0} does not support durability (supported: occ)")]
+    #[error(
+        "protocol {0} does not support durability (supported: occ, 2pl, 2pl-nowait, 2pl-waitdie, swisstm, adaptive)"
+    )]
     Unsupported(&'static str),
     #[error("durability needs epochs: Config::epoch_interval must be nonzero")]
     NoEpochs,

@@ -2,6 +2,15 @@
 //! read and applied by its own thread; order does not matter, because each record reaches a
 //! column group only if its TID is newer than the group's (the Thomas write rule of
 //! `crate::star` `apply.rs`).
+//!
+//! That holds for records that carry whole column groups (inserts, deletes, updates that wrote
+//! every column of their groups). An update logs only the columns it wrote, and such a *partial*
+//! image must not hide an older record's other columns of the group. So replay has two passes:
+//! first every whole record, in any order (each group then holds its newest whole image, `F`);
+//! then the partial records, sorted by row and TID and applied in that order per row, still with
+//! the Thomas write rule. A column's newest writer is then what the group holds: a partial image
+//! older than `F` is refused (`F` carries all its columns, newer), and the newer ones land in TID
+//! order, each over the one before. Rows are split among threads for the second pass.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
@@ -17,8 +26,8 @@ use crate::database::Database;
 use crate::protocol::Protocol;
 use crate::star::Applied;
 use crate::star::apply::apply_record;
-use crate::star::format::Decoder;
-use crate::tid::{TidWord, epoch_of};
+use crate::star::format::{Decoder, Record, RecordKind};
+use crate::tid::epoch_of;
 
 /// A log file of a data directory, read and framed.
 pub(crate) struct LogScan {
@@ -120,13 +129,13 @@ pub(crate) struct Replayed {
 /// Replays `logs` over the checkpoint `base` loaded into `db`: a record of generation `g` is
 /// applied if its epoch is at most `durable[g]` and, in the checkpoint's own generation, not
 /// before the checkpoint's start epoch.
-pub(crate) fn replay<P: Protocol<Meta = TidWord>>(
+pub(crate) fn replay<P: Protocol>(
     db: &Database<P>,
     logs: &[LogScan],
     durable: &BTreeMap<u64, u64>,
     base: &Checkpoint,
 ) -> Result<Replayed, DurabilityError> {
-    let parts = parallel(logs, |log| {
+    let whole_pass = parallel(logs, |log| {
         let d = durable[&log.generation];
         let from = if log.generation == base.start.generation {
             base.start.epoch
@@ -139,6 +148,7 @@ pub(crate) fn replay<P: Protocol<Meta = TidWord>>(
         let mut tombstones = VecDeque::new();
         let mut out = Applied::default();
         let mut done = Replayed::default();
+        let mut partial = Vec::new();
         for (kind, payload) in block::read(&log.bytes[..log.whole]).0 {
             if kind != Kind::Records {
                 continue;
@@ -153,26 +163,89 @@ pub(crate) fn replay<P: Protocol<Meta = TidWord>>(
                     done.dropped += 1;
                     continue;
                 }
-                apply_record(db, &r, &guard, &mut row, &mut out, &mut tombstones);
                 done.applied += 1;
+                if is_whole(db, &r) {
+                    apply_record(db, &r, &guard, &mut row, &mut out, &mut tombstones);
+                } else {
+                    partial.push(r);
+                }
             }
         }
         db.adopt_limbo(&mut tombstones);
-        Ok(done)
+        Ok((done, partial))
     })?;
-    Ok(parts
-        .into_iter()
-        .fold(Replayed::default(), |a, b| Replayed {
-            applied: a.applied + b.applied,
-            dropped: a.dropped + b.dropped,
-        }))
+    let mut total = Replayed::default();
+    let mut partial = Vec::new();
+    for (done, p) in whole_pass {
+        total.applied += done.applied;
+        total.dropped += done.dropped;
+        partial.extend(p);
+    }
+    replay_partial(db, partial)?;
+    Ok(total)
+}
+
+/// Whether `r` carries whole column groups (or is a delete): its place among a row's records
+/// does not matter.
+fn is_whole<P: Protocol>(db: &Database<P>, r: &Record<'_>) -> bool {
+    if r.kind == RecordKind::Delete {
+        return true;
+    }
+    let schema = db.table(r.table).schema();
+    let mut groups = schema.groups_of(r.columns);
+    let mut covered = 0;
+    while groups != 0 {
+        let g = groups.trailing_zeros() as usize;
+        groups &= groups - 1;
+        covered |= schema.groups()[g].columns;
+    }
+    covered == r.columns
+}
+
+/// The second pass: partial images sorted by row and TID, the rows cut into one run per thread
+/// (a row's records never split), each run applied in order.
+fn replay_partial<P: Protocol>(
+    db: &Database<P>,
+    mut partial: Vec<Record<'_>>,
+) -> Result<(), DurabilityError> {
+    if partial.is_empty() {
+        return Ok(());
+    }
+    partial.sort_unstable_by_key(|r| (r.table, r.key, r.tid));
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let target = partial.len().div_ceil(threads);
+    let mut runs: Vec<&[Record<'_>]> = Vec::with_capacity(threads);
+    let mut rest = &partial[..];
+    while !rest.is_empty() {
+        let mut end = target.min(rest.len());
+        while end < rest.len()
+            && (rest[end].table, rest[end].key) == (rest[end - 1].table, rest[end - 1].key)
+        {
+            end += 1;
+        }
+        let (run, tail) = rest.split_at(end);
+        runs.push(run);
+        rest = tail;
+    }
+    parallel(&runs, |run| {
+        let guard = phasedb_storage::pin();
+        let mut row = vec![0u64; db.max_row_words()];
+        let mut tombstones = VecDeque::new();
+        let mut out = Applied::default();
+        for r in run.iter() {
+            apply_record(db, r, &guard, &mut row, &mut out, &mut tombstones);
+        }
+        db.adopt_limbo(&mut tombstones);
+        Ok(())
+    })?;
+    Ok(())
 }
 
 /// Runs `f` on every item on up to one thread per core; the results in item order, or the first
 /// error.
-fn parallel<T: Sync, R: Send>(
-    items: &[T],
-    f: impl Fn(&T) -> Result<R, DurabilityError> + Sync,
+fn parallel<'a, T: Sync, R: Send>(
+    items: &'a [T],
+    f: impl Fn(&'a T) -> Result<R, DurabilityError> + Sync,
 ) -> Result<Vec<R>, DurabilityError> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())

@@ -14,12 +14,9 @@ use super::recovery::{self, generation_of, log_name};
 use super::{DurabilityError, Loggers, Logging, Recovery, manifest};
 use crate::database::{Database, Durable, MAX_WORKERS};
 use crate::protocol::Protocol;
-use crate::tid::TidWord;
 
 /// See [`Database::start_durability`].
-pub(crate) fn start<P: Protocol<Meta = TidWord>>(
-    db: &mut Database<P>,
-) -> Result<Recovery, DurabilityError> {
+pub(crate) fn start<P: Protocol>(db: &mut Database<P>) -> Result<Recovery, DurabilityError> {
     let started = Instant::now();
     let cfg = db
         .config
@@ -99,7 +96,7 @@ pub(crate) fn start<P: Protocol<Meta = TidWord>>(
 /// Recovers the database in `dir` into `db` (replacing rows loaded before), writes a checkpoint
 /// of the result and truncates what is no longer needed; returns the checkpoint written and
 /// where replay over it starts (segment 0 of a new log generation).
-fn recover<P: Protocol<Meta = TidWord>>(
+fn recover<P: Protocol>(
     db: &mut Database<P>,
     dir: &Path,
     threads: usize,
@@ -131,7 +128,7 @@ fn recover<P: Protocol<Meta = TidWord>>(
     };
     db.reset_tables();
     report.checkpoint = Some(base.seq);
-    report.checkpoint_rows = checkpoint::load(&files, &db.tables);
+    report.checkpoint_rows = checkpoint::load(&files, &db.tables, P::new_meta);
     drop(files);
     let replay_started = Instant::now();
     let logs = recovery::scan(dir, (base.start.generation, base.start.segment))?;

@@ -9,7 +9,7 @@ use crate::commit::placeholder_word;
 use crate::database::Database;
 use crate::protocol::Protocol;
 use crate::state::Unlink;
-use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED, tid};
+use crate::tid::{ABSENT, LOCK, TidMeta, TidWord, UNLINKED, tid};
 
 use super::format::{Decoder, Record, RecordKind, ReplicationError, column_runs};
 
@@ -77,7 +77,7 @@ impl<P: Protocol<Meta = TidWord>> Database<P> {
 }
 
 /// Applies one checked record; `row` is scratch for its columns.
-pub(crate) fn apply_record<P: Protocol<Meta = TidWord>>(
+pub(crate) fn apply_record<P: Protocol>(
     db: &Database<P>,
     r: &Record<'_>,
     guard: &Guard,
@@ -129,28 +129,28 @@ pub(crate) fn apply_record<P: Protocol<Meta = TidWord>>(
 }
 
 /// The record [`insert_placeholder`] found under a key.
-enum Linked {
+enum Linked<M> {
     /// Linked by this call, with its groups' initial word (they are locked).
-    New(RecordPtr<TidWord>, u64),
+    New(RecordPtr<M>, u64),
     /// Linked already.
-    Existing(RecordPtr<TidWord>),
+    Existing(RecordPtr<M>),
 }
 
 /// Links a new record for `r.key`, every group locked and absent with the key's last known version
 /// (kept while histories are recorded), unless one is linked.
-fn insert_placeholder<P: Protocol<Meta = TidWord>>(
+fn insert_placeholder<P: Protocol>(
     db: &Database<P>,
-    table: &Table<TidWord>,
+    table: &Table<P::Meta>,
     r: &Record<'_>,
     guard: &Guard,
-) -> Linked {
+) -> Linked<P::Meta> {
     let mut initial = 0;
     // Read under the index shard lock, which orders it after any unlink of the key.
     let placeholder = |g| {
         if g == 0 {
             initial = placeholder_word(db, r.table, r.key);
         }
-        TidWord::new(initial | LOCK)
+        P::new_meta(initial | LOCK)
     };
     match table.insert_with(r.key, guard, placeholder, None) {
         InsertOutcome::Inserted(rec) => Linked::New(rec, initial),
@@ -161,10 +161,10 @@ fn insert_placeholder<P: Protocol<Meta = TidWord>>(
 /// Completes a record this batch just linked (all groups locked, holding `initial`, absent). If
 /// `r` is newer than `initial`, the groups it names take it and, for an upsert, the others become
 /// present with zero columns at `initial`'s TID; otherwise every group stays absent.
-fn install_fresh(
-    table: &Table<TidWord>,
+fn install_fresh<M: TidMeta>(
+    table: &Table<M>,
     r: &Record<'_>,
-    rec: RecordPtr<TidWord>,
+    rec: RecordPtr<M>,
     initial: u64,
     groups: u32,
     row: &[u64],
@@ -174,7 +174,7 @@ fn install_fresh(
     let newer = r.tid > tid(initial);
     fence(Ordering::Release);
     for (g, group) in schema.groups().iter().enumerate() {
-        let meta = rec.meta(layout, g);
+        let meta = rec.meta(layout, g).tid();
         if groups & (1 << g) == 0 {
             let revived = newer && r.kind == RecordKind::Upsert;
             meta.publish(if revived { tid(initial) } else { initial });
@@ -207,10 +207,10 @@ enum Installed {
 /// applied and skipped, a group held locked too long, or a record being unlinked (before anything
 /// was applied: the unlinker retires the groups in order and gives up at the first one changed).
 /// An upsert that finds the row absent in a group it takes revives the row: see [`revive`].
-fn install(
-    table: &Table<TidWord>,
+fn install<M: TidMeta>(
+    table: &Table<M>,
     r: &Record<'_>,
-    rec: RecordPtr<TidWord>,
+    rec: RecordPtr<M>,
     groups: u32,
     row: &[u64],
 ) -> Installed {
@@ -221,7 +221,7 @@ fn install(
     while m != 0 {
         let g = m.trailing_zeros() as usize;
         m &= m - 1;
-        let meta = rec.meta(layout, g);
+        let meta = rec.meta(layout, g).tid();
         let mut spins = 0u32;
         loop {
             let current = meta.load();
@@ -272,13 +272,13 @@ fn install(
 /// the primary and any newer record of the group still lands (a row absent before `r` was
 /// re-inserted before `r` on the primary, and that insert, or a later write of the group, carries
 /// each group with a higher TID).
-fn revive(table: &Table<TidWord>, r: &Record<'_>, rec: RecordPtr<TidWord>, carried: u32) {
+fn revive<M: TidMeta>(table: &Table<M>, r: &Record<'_>, rec: RecordPtr<M>, carried: u32) {
     let layout = table.layout();
     let mut m = table.schema().all_groups() & !carried;
     while m != 0 {
         let g = m.trailing_zeros() as usize;
         m &= m - 1;
-        let meta = rec.meta(layout, g);
+        let meta = rec.meta(layout, g).tid();
         let mut spins = 0u32;
         loop {
             let current = meta.load();
@@ -314,17 +314,19 @@ fn word_of(r: &Record<'_>) -> u64 {
 /// applied, or a placeholder left absent (a delete, or an upsert older than the key's last known
 /// version). Workers unlink it (see [`crate::commit::reclaim`]) once no transaction that could
 /// have seen it is left.
-fn note_tombstone<P: Protocol<Meta = TidWord>>(
+fn note_tombstone<P: Protocol>(
     db: &Database<P>,
-    table: &Table<TidWord>,
+    table: &Table<P::Meta>,
     r: &Record<'_>,
-    rec: RecordPtr<TidWord>,
+    rec: RecordPtr<P::Meta>,
     tombstones: &mut VecDeque<Unlink>,
 ) {
     let layout = table.layout();
-    let word = rec.meta(layout, 0).load();
+    let word = rec.meta(layout, 0).tid().load();
     let groups = table.schema().groups().len();
-    if word & (ABSENT | LOCK) != ABSENT || (1..groups).any(|g| rec.meta(layout, g).load() != word) {
+    if word & (ABSENT | LOCK) != ABSENT
+        || (1..groups).any(|g| rec.meta(layout, g).tid().load() != word)
+    {
         return;
     }
     tombstones.push_back(Unlink {

@@ -447,3 +447,245 @@ fn background_checkpoints_during_a_contended_run_then_a_crash_lose_no_durable_co
     db.start_durability().unwrap();
     assert_eq!(rows(&db, t), expected);
 }
+
+/// A table of one column group of three columns: updates that write some of them log only those
+/// (partial images), which recovery must replay in TID order per row.
+const KEYS: u64 = 64;
+
+fn triples(config: Config) -> (Database<Occ>, TableId) {
+    let mut db = Database::<Occ>::open(config);
+    let schema = Schema::builder()
+        .column("a", ColumnType::U64, 0)
+        .column("b", ColumnType::U64, 0)
+        .column("c", ColumnType::U64, 0)
+        .build()
+        .unwrap();
+    let t = db.create_table(TableSpec::new("triples", schema, 2 * KEYS as usize));
+    for k in 0..KEYS / 2 {
+        db.load(t, k, |r| {
+            r.set_u64(0, 1);
+            r.set_u64(1, 2);
+            r.set_u64(2, 3);
+        })
+        .unwrap();
+    }
+    (db, t)
+}
+
+fn triple_rows(db: &Database<Occ>, t: TableId) -> Vec<(u64, u64, u64, u64)> {
+    let mut out = Vec::new();
+    db.for_each_row_quiescent(t, |k, r| out.push((k, r.u64(0), r.u64(1), r.u64(2))));
+    out.sort();
+    out
+}
+
+#[test]
+fn updates_of_some_columns_of_a_group_recover_every_column_newest() {
+    let dir = TempDir::new("partial");
+    let expected = {
+        let (mut db, t) = triples(config(&dir.0, 2, Duration::from_millis(2)));
+        db.start_durability().unwrap();
+        std::thread::scope(|s| {
+            for seed in [3u64, 5] {
+                let db = &db;
+                s.spawn(move || {
+                    let mut w = db.worker();
+                    let mut x = seed * 0x9E37_79B9_7F4A_7C15;
+                    for i in 0..3_000u64 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let key = x % KEYS;
+                        // Some subset of the three columns, sometimes all of them.
+                        let cols = (x >> 8) % 7 + 1;
+                        let v = (seed << 32) | i;
+                        w.execute(0, |tx| {
+                            if tx.get(t, key)?.is_none() {
+                                return tx.insert(t, key, |r| r.set_u64(0, v));
+                            }
+                            if x % 97 == 0 {
+                                return tx.delete(t, key).map(|_| ());
+                            }
+                            tx.update(t, key, |r| {
+                                for c in 0..3 {
+                                    if cols & (1 << c) != 0 {
+                                        r.set_u64(c, v + c as u64);
+                                    }
+                                }
+                            })
+                            .map(|_| ())
+                        })
+                        .unwrap();
+                        if i == 1_000 && seed == 3 {
+                            db.checkpoint().unwrap();
+                        }
+                    }
+                    db.wait_durable(w.commit_epoch().unwrap()).unwrap();
+                });
+            }
+        });
+        // Worker `b` (the second slot: logger 1's file) writes column c of every row, then
+        // worker `a` (logger 0's file, replayed first) column a: each c is older than the row's
+        // newest record and must still come back.
+        let (mut a, mut b) = (db.worker(), db.worker());
+        for (w, col) in [(&mut b, 2), (&mut a, 0)] {
+            for key in 0..KEYS {
+                w.execute(0, |tx| {
+                    if tx.get(t, key)?.is_some() {
+                        tx.update(t, key, |r| r.set_u64(col, 1_000 + key))?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            }
+        }
+        a.wait_durable().unwrap();
+        b.wait_durable().unwrap();
+        triple_rows(&db, t)
+    };
+    // From the logs, then from the checkpoint that recovery wrote.
+    for (round, loggers) in [1, 2].into_iter().enumerate() {
+        let (mut db, t) = triples(config(&dir.0, loggers, Duration::from_millis(2)));
+        let r = db.start_durability().unwrap();
+        assert!(round > 0 || r.log_records > 1_000, "{r:?}");
+        assert_eq!(triple_rows(&db, t), expected, "{r:?}");
+    }
+}
+
+#[test]
+fn a_directory_of_another_format_version_is_refused() {
+    let dir = TempDir::new("version");
+    {
+        let (mut db, _) = bank(config(&dir.0, 1, Duration::from_millis(5)), INITIAL);
+        db.start_durability().unwrap();
+    }
+    let manifest = dir.0.join("MANIFEST");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let older = text.replacen("format 2\n", "format 1\n", 1);
+    assert_ne!(older, text, "the manifest names its format version");
+    std::fs::write(&manifest, older).unwrap();
+    let (mut db, _) = bank(config(&dir.0, 1, Duration::from_millis(5)), INITIAL);
+    let err = db.start_durability().unwrap_err();
+    assert!(matches!(err, DurabilityError::Version { .. }), "{err}");
+    assert!(err.to_string().contains("format version 1"), "{err}");
+}
+
+/// Every protocol whose commits log epoch TIDs: two workers transfer between a few hot accounts
+/// (and insert and delete rows of their own) until the database crashes; recovery must give
+/// exactly the transactions of the durable epochs (a serial replay of them), the total intact.
+fn crash_and_recover<P: phasedb_txn::Protocol>() {
+    const HOT: u64 = 6;
+    let dir = TempDir::new(P::NAME);
+    let open = |initial: i64| {
+        let mut db = Database::<P>::open(config(&dir.0, 2, Duration::from_millis(3)));
+        let schema = Schema::builder()
+            .column("balance", ColumnType::I64, 0)
+            .column("note", ColumnType::U64, 1)
+            .build()
+            .unwrap();
+        let t = db.create_table(TableSpec::new("accounts", schema, 128).ordered());
+        for a in 0..ACCOUNTS {
+            db.load(t, a, |r| r.set_i64(0, initial)).unwrap();
+        }
+        (db, t)
+    };
+    let snapshot = |db: &Database<P>, t: TableId| {
+        let mut out = Vec::new();
+        db.for_each_row_quiescent(t, |k, r| out.push((k, r.i64(0), r.u64(1))));
+        out.sort();
+        out
+    };
+    let (mut db, t) = open(INITIAL);
+    db.start_durability().unwrap();
+    let histories: Vec<Vec<(u64, u64, i64, u64)>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2u64)
+            .map(|w| {
+                let db = &db;
+                s.spawn(move || {
+                    let mut worker = db.worker();
+                    let mut done = Vec::new();
+                    let mut x = (w + 11) * 0x9E37_79B9_7F4A_7C15;
+                    let deadline = std::time::Instant::now() + Duration::from_millis(150);
+                    for i in 0..100_000u64 {
+                        if std::time::Instant::now() >= deadline {
+                            break;
+                        }
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let (from, to, amount) = (x % HOT, (x >> 20) % HOT, (x >> 40) as i64 % 50);
+                        worker
+                            .execute(0, |tx| {
+                                let a = tx.get(t, from)?.unwrap().i64(0);
+                                tx.update(t, from, |r| r.set_i64(0, a - amount))?;
+                                let b = tx.get(t, to)?.unwrap().i64(0);
+                                tx.update(t, to, |r| r.set_i64(0, b + amount))?;
+                                tx.insert(t, own_key(w, i), |r| r.set_u64(1, i))?;
+                                if i >= 2 {
+                                    tx.delete(t, own_key(w, i - 2))?;
+                                }
+                                Ok(())
+                            })
+                            .unwrap();
+                        done.push((from, to, amount, worker.commit_epoch().unwrap()));
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let before = db.durable_epoch().unwrap();
+    let crashed = db.crash().unwrap();
+    assert!(crashed >= before);
+
+    let (mut db, t) = open(0);
+    let r = db.start_durability().unwrap();
+    assert!(r.durable_epoch >= crashed, "{}: {r:?}", P::NAME);
+    let mut balance = vec![INITIAL; ACCOUNTS as usize];
+    let mut expected = Vec::new();
+    for (w, h) in histories.iter().enumerate() {
+        let kept: Vec<_> = h.iter().take_while(|c| c.3 <= r.durable_epoch).collect();
+        assert!(h.len() > 10, "{}: worker {w} ran", P::NAME);
+        for &&(from, to, amount, _) in &kept {
+            balance[from as usize] -= amount;
+            balance[to as usize] += amount;
+        }
+        let n = kept.len() as u64;
+        for i in n.saturating_sub(2)..n {
+            expected.push((own_key(w as u64, i), 0, i));
+        }
+    }
+    expected.extend(balance.iter().enumerate().map(|(a, &b)| (a as u64, b, 0)));
+    expected.sort();
+    let recovered = snapshot(&db, t);
+    assert_eq!(recovered, expected, "{}: {r:?}", P::NAME);
+    assert_eq!(total(&recovered), ACCOUNTS as i64 * INITIAL, "{}", P::NAME);
+    // The recovered database commits on.
+    let mut w = db.worker();
+    w.execute(0, |tx| tx.update(t, 0, |r| r.set_u64(1, 9)).map(|_| ()))
+        .unwrap();
+    w.wait_durable().unwrap();
+}
+
+#[test]
+fn two_phase_locking_recovers_the_durable_transactions() {
+    crash_and_recover::<phasedb_txn::TwoPlNoWait>();
+    crash_and_recover::<phasedb_txn::TwoPlWaitDie>();
+    crash_and_recover::<phasedb_txn::TwoPlBlocking>();
+}
+
+#[test]
+fn swisstm_recovers_the_durable_transactions() {
+    crash_and_recover::<phasedb_txn::SwissTm>();
+}
+
+#[test]
+fn adaptive_recovers_the_durable_transactions() {
+    crash_and_recover::<phasedb_txn::Adaptive>();
+}
+
+#[test]
+fn occ_recovers_the_durable_transactions() {
+    crash_and_recover::<Occ>();
+}
