@@ -71,6 +71,10 @@ pub struct Common {
     /// deletes the logs it makes unneeded); default: none during the run.
     #[arg(long, global = true, value_name = "SECS")]
     pub checkpoint_interval: Option<f64>,
+    /// With --data-dir: threads writing a checkpoint, sharing the tables' parts (default 1, so
+    /// that on few cores a checkpoint takes one core from the workers, not all of them).
+    #[arg(long, global = true, value_name = "N")]
+    pub checkpoint_threads: Option<usize>,
     /// With --data-dir: count a transaction only once it is durable, and report commit-to-durable
     /// latency percentiles (in milliseconds and epochs).
     #[arg(long, global = true)]
@@ -614,6 +618,7 @@ fn durability(c: &Common) -> Result<Option<phasedb_txn::Durability>, String> {
             (c.fsync.is_some(), "--fsync"),
             (c.loggers.is_some(), "--loggers"),
             (c.checkpoint_interval.is_some(), "--checkpoint-interval"),
+            (c.checkpoint_threads.is_some(), "--checkpoint-threads"),
             (c.durable_results, "--durable-results"),
         ] {
             if set {
@@ -652,6 +657,12 @@ fn durability(c: &Common) -> Result<Option<phasedb_txn::Durability>, String> {
     }
     let mut d = phasedb_txn::Durability::new(dir);
     d.loggers = loggers;
+    if let Some(n) = c.checkpoint_threads {
+        if !(1..=64).contains(&n) {
+            return Err("--checkpoint-threads must be between 1 and 64".into());
+        }
+        d.checkpoint_threads = n;
+    }
     if let Some(secs) = c.checkpoint_interval {
         if !(secs.is_finite() && secs > 0.0) {
             return Err("--checkpoint-interval must be a positive number of seconds".into());

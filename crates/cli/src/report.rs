@@ -150,6 +150,7 @@ fn durability_json(d: &phasedb_txn::Durability, r: &BenchResult) -> Value {
     if let Some(c) = &r.checkpoints {
         out["checkpoints"] = json!({
             "interval_s": d.checkpoint_interval.map(|i| i.as_secs_f64()),
+            "threads": d.checkpoint_threads,
             "taken": c.taken,
             "rows": c.rows,
             "seconds": c.seconds,

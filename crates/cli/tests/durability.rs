@@ -160,9 +160,23 @@ fn tpcc_killed_mid_run_keeps_every_transaction_reported_durable_and_stays_consis
 
 #[test]
 fn bank_killed_mid_run_three_times_keeps_its_total() {
-    let dir = TempDir::new("durability-bank");
+    bank_killed(&[], 3);
+}
+
+#[test]
+fn bank_under_locking_protocols_killed_mid_run_keeps_its_total() {
+    for protocol in ["2pl-waitdie", "2pl-nowait", "2pl", "swisstm", "adaptive"] {
+        bank_killed(&["--protocol", protocol], 1);
+    }
+}
+
+/// Kills a durable bank run (with `extra` flags) `rounds` times, each time restarting it on the
+/// same directory and checking the total.
+fn bank_killed(extra: &[&str], rounds: usize) {
+    let name = format!("durability-bank{}", extra.get(1).map_or("", |p| p));
+    let dir = TempDir::new(&name);
     let d = dir.0.to_str().unwrap();
-    let args = [
+    let mut args = vec![
         "bank",
         "--accounts",
         "1000",
@@ -176,15 +190,27 @@ fn bank_killed_mid_run_three_times_keeps_its_total() {
         "--checkpoint-interval",
         "0.1",
     ];
+    args.extend_from_slice(extra);
     let mut x = seed() | 1;
-    for round in 0..3 {
+    for round in 0..rounds {
         let printed = run_and_kill(&args, kill_after(&mut x));
-        assert_eq!(printed.recovered["accounts"], 1000, "round {round}");
+        assert_eq!(
+            printed.recovered["accounts"], 1000,
+            "round {round} {extra:?}"
+        );
         // The restart recovers, runs on and checks the total (and then the next round recovers
         // from the state this run left, written by its clean close).
         let json = run_to_end(&args);
-        assert_eq!(json["durability"]["recovery"]["fresh"], false);
+        assert_eq!(json["durability"]["recovery"]["fresh"], false, "{extra:?}");
         assert_eq!(json["durability"]["checkpoints"]["failed"], 0, "{json}");
+        assert_eq!(
+            json["protocol"],
+            extra.get(1).copied().unwrap_or("occ"),
+            "{json}"
+        );
+    }
+    if rounds < 3 {
+        return;
     }
     // Log truncation: the two newest checkpoints are kept, older ones are deleted.
     let complete = std::fs::read_dir(&dir.0)

@@ -77,12 +77,13 @@ pub struct Durability {
     /// then deletes the logs it makes unneeded); `None`: only at start and on
     /// [`crate::Database::checkpoint`].
     pub checkpoint_interval: Option<std::time::Duration>,
-    /// Threads that write a checkpoint, sharing the tables' parts.
+    /// Threads that write a checkpoint, sharing the tables' parts (1 by default: on a machine
+    /// with few cores, each writer takes a core from the workers while a checkpoint runs).
     pub checkpoint_threads: usize,
 }
 
 impl Durability {
-    /// Durable operation in `dir`: group fsync, one logger.
+    /// Durable operation in `dir`: group fsync, one logger, one checkpoint writer.
     pub fn new(dir: impl Into<PathBuf>) -> Durability {
         Durability {
             dir: dir.into(),
@@ -90,7 +91,7 @@ impl Durability {
             loggers: 1,
             disk_limit_bytes: None,
             checkpoint_interval: None,
-            checkpoint_threads: 2,
+            checkpoint_threads: 1,
         }
     }
 }

@@ -36,8 +36,11 @@ pub(crate) fn start<P: Protocol>(db: &mut Database<P>) -> Result<Recovery, Durab
     fs::create_dir_all(dir).map_err(|e| DurabilityError::io("create", dir, e))?;
     let mut report = Recovery::default();
     let threads = cfg.checkpoint_threads.max(1);
+    // No worker runs yet: the images written at start use every core.
+    let start_threads =
+        std::thread::available_parallelism().map_or(threads, |n| n.get().max(threads));
     let (seq, start) = if dir.join(manifest::NAME).exists() {
-        recover(db, dir, threads, &mut report)?
+        recover(db, dir, start_threads, &mut report)?
     } else {
         clear_interrupted_start(dir)?;
         report.fresh = true;
@@ -47,7 +50,7 @@ pub(crate) fn start<P: Protocol>(db: &mut Database<P>) -> Result<Recovery, Durab
             epoch: db.epoch.current(),
         };
         let never = AtomicBool::new(false);
-        checkpoint::write(dir, 1, &db.tables, threads, start, &never, || Ok(()))?;
+        checkpoint::write(dir, 1, &db.tables, start_threads, start, &never, || Ok(()))?;
         manifest::write(dir, &db.tables)?;
         sync_dir(dir)?;
         (1, start)
