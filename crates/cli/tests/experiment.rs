@@ -47,7 +47,8 @@ fn phasedb(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// `granularity-ycsb --quick` on OCC with one thread: the smallest sweep, two points.
+/// `granularity-ycsb --quick` on OCC with one thread: the smallest sweep, three points (coarse,
+/// fine and auto).
 const QUICK_OCC: [&str; 7] = [
     "experiment",
     "granularity-ycsb",
@@ -234,7 +235,7 @@ fn quick_run_writes_its_files(
 
 #[test]
 fn granularity_ycsb_quick_writes_csv_svg_and_report() {
-    let md = quick_run_writes_its_files("granularity-ycsb", 2, &[], 3);
+    let md = quick_run_writes_its_files("granularity-ycsb", 2, &[], 4);
     assert!(md.contains("fine/coarse txn/s"));
     assert!(md.contains("OCC and SwissTM"));
     assert!(md.contains("fine/coarse at theta 0, pairs "), "{md}");
@@ -244,7 +245,7 @@ fn granularity_ycsb_quick_writes_csv_svg_and_report() {
 fn granularity_tpcc_quick_writes_csv_svg_and_report() {
     // TPC-C loads a whole warehouse and checks its consistency after every point, so this run
     // keeps to OCC.
-    let md = quick_run_writes_its_files("granularity-tpcc", 2, &["occ"], 3);
+    let md = quick_run_writes_its_files("granularity-tpcc", 2, &["occ"], 4);
     assert!(md.contains("30.91%"));
     assert!(md.contains("OCC is the fastest"));
 }
@@ -261,7 +262,7 @@ fn runs_go_in_rounds_over_every_point() {
         .lines()
         .filter_map(|l| l.split(" (run ").nth(1))
         .collect();
-    assert!(runs.len() >= 4, "two points, two runs each: {err}");
+    assert!(runs.len() >= 6, "three points, two runs each: {err}");
     let first_second = runs.iter().position(|r| r.starts_with("2 of 2"));
     let last_first = runs.iter().rposition(|r| r.starts_with("1 of 2"));
     assert!(
@@ -307,7 +308,7 @@ fn points_run_in_processes_of_their_own_unless_told_otherwise() {
                 (f[0].into(), f[1].into(), f[2].into(), status)
             })
             .collect();
-        assert_eq!(rows.len(), 2, "{csv}");
+        assert_eq!(rows.len(), 3, "{csv}");
         assert!(rows.iter().all(|r| r.3 == "ok"), "{csv}");
         points.push(rows);
     }
@@ -332,11 +333,11 @@ fn a_point_process_prints_its_outcome_and_writes_nothing() {
     assert!(!outcome.contains("\"committed\":0,"), "{stdout}");
     assert!(!out.exists(), "a point process writes no files");
 
-    let (code, stdout, err) = quick_occ_sweep(out_dir, &["--point", "2"]);
+    let (code, stdout, err) = quick_occ_sweep(out_dir, &["--point", "3"]);
     assert_eq!(code, 2);
     assert!(stdout.is_empty(), "{stdout}");
     assert!(
-        err.contains("--point 2: granularity-ycsb has 2 points"),
+        err.contains("--point 3: granularity-ycsb has 3 points"),
         "{err}"
     );
 }
@@ -364,6 +365,6 @@ fn point_processes_run_the_build_that_started_even_when_its_file_is_gone() {
     assert!(done.status.success(), "{err}");
     let csv = std::fs::read_to_string(out.join("granularity-ycsb.csv")).expect("CSV");
     let rows: Vec<&str> = csv.lines().skip(1).collect();
-    assert_eq!(rows.len(), 2, "{csv}");
+    assert_eq!(rows.len(), 3, "{csv}");
     assert!(rows.iter().all(|r| r.ends_with(",ok")), "{csv}\n{err}");
 }

@@ -98,7 +98,7 @@ pub fn ratio_table(r: &mut Report, grid: &Grid<'_>, threads: &[usize]) {
 /// `max_aborts` times its abort rate (plus a tenth of a percentage point).
 pub fn auto_follows(grid: &Grid<'_>, threads: usize, min_tput: f64, max_aborts: f64) -> Claim {
     let statement = format!(
-        "automatic column groups reach {min_tput}x the throughput of OCC's better fixed grouping          at {threads} threads, with at most {max_aborts}x its abort rate"
+        "automatic column groups reach {min_tput}x the throughput of OCC's better fixed grouping at {threads} threads, with at most {max_aborts}x its abort rate"
     );
     let paper = "Not in the paper (it leaves the split to the schema's author); phasedb's issue                  39 target for groups the engine chooses while it runs."
         .to_string();
