@@ -195,10 +195,16 @@ fn quick_run_writes_its_files(
     }
     let points: BTreeSet<(&str, &str, &str)> = rows.iter().map(|r| (r[0], r[1], r[2])).collect();
     assert_eq!(points.len(), rows.len(), "one row per point");
+    let fixed = rows.iter().filter(|r| r[1] != "auto").count();
+    let auto = rows.len() - fixed;
     assert_eq!(
-        rows.len(),
+        fixed,
         ran.len() * 2 * threads,
-        "protocols x granularities x threads"
+        "protocols x fixed granularities x threads"
+    );
+    assert!(
+        auto > 0 && auto % threads == 0 && auto <= ran.len() * threads,
+        "an auto series at every thread count for the protocols that regroup: {auto} rows"
     );
     let tput = header
         .iter()
