@@ -203,7 +203,7 @@ fn quick_run_writes_its_files(
         "protocols x fixed granularities x threads"
     );
     assert!(
-        auto > 0 && auto % threads == 0 && auto <= ran.len() * threads,
+        auto > 0 && auto.is_multiple_of(threads) && auto <= ran.len() * threads,
         "an auto series at every thread count for the protocols that regroup: {auto} rows"
     );
     let tput = header
