@@ -74,29 +74,10 @@ impl Participant {
                     .iter()
                     .all(|&(t, k)| valid_table(db, t) && r.locks.lock(db, t, k) == Ok(true));
                 r.reads.clone_from(reads);
-                let yes = locked && validate(db, r);
-                let floor = r.locks.max_tid();
-                net.send(
-                    home,
-                    StarMsg::Vote {
-                        txn: *txn,
-                        yes,
-                        floor,
-                    },
-                );
+                net.send(home, vote(db, *txn, Some(r), locked));
             }
             StarMsg::Validate { txn } => {
-                let r = self.remote.get(&(home, *txn));
-                let yes = r.is_some_and(|r| validate(db, r));
-                let floor = r.map_or(0, |r| r.locks.max_tid());
-                net.send(
-                    home,
-                    StarMsg::Vote {
-                        txn: *txn,
-                        yes,
-                        floor,
-                    },
-                );
+                net.send(home, vote(db, *txn, self.remote.get(&(home, *txn)), true));
             }
             StarMsg::Decide {
                 txn,
@@ -137,4 +118,14 @@ fn validate(db: &Database<Star>, r: &Remote) -> bool {
     r.reads
         .iter()
         .all(|&(t, k, g, w)| valid_table(db, t) && r.locks.validate(db, t, k, g, w))
+}
+
+/// The participant's vote on `txn`: yes if `locked` and its reads still validate, with the highest
+/// TID of the rows it locked (the home commits above it).
+fn vote(db: &Database<Star>, txn: u64, r: Option<&Remote>, locked: bool) -> StarMsg {
+    StarMsg::Vote {
+        txn,
+        yes: locked && r.is_some_and(|r| validate(db, r)),
+        floor: r.map_or(0, |r| r.locks.max_tid()),
+    }
 }
