@@ -30,16 +30,7 @@ fn quick(name: &str, claims: usize) -> (Vec<String>, Vec<Vec<String>>, String) {
         "{stdout}"
     );
     let csv = std::fs::read_to_string(dir.0.join(format!("{name}.csv"))).expect("CSV written");
-    let mut lines = csv.lines();
-    let header: Vec<String> = lines
-        .next()
-        .expect("a header")
-        .split(',')
-        .map(String::from)
-        .collect();
-    let rows: Vec<Vec<String>> = lines
-        .map(|l| l.split(',').map(String::from).collect())
-        .collect();
+    let (header, rows) = common::quick::parse_csv(&csv);
     assert!(!rows.is_empty(), "{name}: no rows");
     for col in ["protocol", "throughput", "status"] {
         assert!(

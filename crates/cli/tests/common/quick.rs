@@ -63,16 +63,7 @@ pub fn run_quick(name: &str) -> Output {
     };
     let csv = read("csv");
     assert!(read("svg").contains("<svg"), "{name}.svg is not an SVG");
-    let mut lines = csv.lines();
-    let header: Vec<String> = lines
-        .next()
-        .expect("a header")
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    let rows: Vec<Vec<String>> = lines
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect();
+    let (header, rows) = parse_csv(&csv);
     for r in &rows {
         assert_eq!(r.len(), header.len(), "{name}: ragged row {r:?}");
     }
@@ -83,4 +74,27 @@ pub fn run_quick(name: &str) -> Output {
         stdout,
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+/// Header and rows of an experiment's CSV, honouring quoted fields (a failed point's status holds commas).
+pub fn parse_csv(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let header = reader
+        .headers()
+        .expect("a CSV header")
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let rows = reader
+        .records()
+        .map(|r| {
+            r.expect("a CSV record")
+                .iter()
+                .map(str::to_string)
+                .collect()
+        })
+        .collect();
+    (header, rows)
 }
