@@ -532,7 +532,13 @@ fn read_only_requests_run_at_read_committed_on_any_replica_and_are_answered_at_o
         vec![0xff; 3],
     ];
     let to_node_0: Vec<Vec<u8>> = (0..40)
-        .map(|i| body((i % PARTITIONS, i as u64), ((i + 1) % PARTITIONS, i as u64), 0))
+        .map(|i| {
+            body(
+                (i % PARTITIONS, i as u64),
+                ((i + 1) % PARTITIONS, i as u64),
+                0,
+            )
+        })
         .collect();
     for seed in seeds(3) {
         let s = Scenario {

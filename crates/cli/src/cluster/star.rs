@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use phasedb_dist::ramp::bench::launch::ProcessCluster;
-use phasedb_dist::star::{Layout, spread_placement};
 use phasedb_dist::star::bench::{BenchSettings, Stage};
+use phasedb_dist::star::{Layout, spread_placement};
 use phasedb_net::config::{NetSettings, ServerSettings};
 use phasedb_net::{ClusterConfig, ReplicationSync, StarAlgorithm, StarConfig};
 
@@ -203,6 +203,8 @@ fn placement(
             Err("--placement does not apply to Calvin: its replica groups place the data".into())
         }
         (StarAlgorithm::Calvin, None) | (_, Some("partial")) => Ok(None),
+        // The table's own checks first, for their messages.
+        _ if star.validate(n).is_err() => Ok(None),
         _ => spread_placement(
             n,
             star.full_replicas,

@@ -207,7 +207,11 @@ fn primaries(star: &StarConfig) -> String {
             nodes.sort_unstable();
             nodes.dedup();
             let list: Vec<String> = nodes.iter().map(u32::to_string).collect();
-            format!("node{} {}", if nodes.len() == 1 { "" } else { "s" }, list.join(", "))
+            format!(
+                "node{} {}",
+                if nodes.len() == 1 { "" } else { "s" },
+                list.join(", ")
+            )
         }
         None => "the partial replicas (the layout's default)".into(),
     }

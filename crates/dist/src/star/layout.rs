@@ -225,6 +225,11 @@ pub fn spread_placement(
 /// Refuses copy counts no placement can meet: full replicas hold every partition, and partial
 /// replicas need copies to hold.
 fn check_counts(nodes: u32, f: u32, r: u32) -> Result<(), LayoutError> {
+    if f == 0 || f > nodes || r > nodes {
+        return Err(refuse(format!(
+            "{f} full replicas and {r} copies of each partition do not fit {nodes} nodes"
+        )));
+    }
     let k = nodes - f;
     if r < f {
         return Err(refuse(format!(
@@ -364,6 +369,12 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("partial replicas without data")
+        );
+        assert!(
+            spread_placement(2, 3, 2, 2)
+                .unwrap_err()
+                .to_string()
+                .contains("do not fit 2 nodes")
         );
     }
 
