@@ -399,6 +399,33 @@ fn a_client_request_over_tcp_is_answered_after_its_phase() {
         })
         .sum();
     assert_eq!(received, 4);
+    // Read-only at read committed on node 0, a secondary of both partitions: run there at once,
+    // in whatever phase; a request that writes is refused.
+    let mut read = cross.clone();
+    read.ops.iter_mut().for_each(|op| op.write = false);
+    let mut write = read.clone();
+    write.ops[0].write = true;
+    assert!(workload.read_only(&read) && workload.touched(&read).is_cross());
+    let at = Instant::now();
+    for _ in 0..20 {
+        match client.read_committed(0, &read) {
+            Ok(Outcome::Committed { .. }) => {}
+            other => panic!("read committed on node 0: {other:?}"),
+        }
+    }
+    assert!(
+        at.elapsed() < Duration::from_secs(5),
+        "20 reads took {:?}",
+        at.elapsed()
+    );
+    match client.read_committed(0, &write) {
+        Err(ClientError::Refused(why)) => assert!(why.contains("only read-only"), "{why}"),
+        other => panic!("a write ran at read committed: {other:?}"),
+    }
+    match client.query(0, Query::Stats) {
+        Ok(Answer::Stats(s)) => assert_eq!(s.requests.read_committed, 20),
+        other => panic!("{other:?}"),
+    }
     // The benchmark runs on the same nodes through their cluster file, and every replica still
     // agrees after the client's writes and the nodes' own load.
     let out = phasedb()

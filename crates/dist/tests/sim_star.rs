@@ -99,6 +99,8 @@ struct Scenario {
     clients: Vec<usize>,
     /// A client endpoint sending exactly these bodies.
     raw: Option<Vec<Vec<u8>>>,
+    /// Client endpoints sending these bodies at read committed, each to its node.
+    read_committed: Vec<(Addr, Vec<Vec<u8>>)>,
     run_ms: u64,
     layout: Layout,
 }
@@ -112,6 +114,7 @@ impl Scenario {
             hybrid: true,
             clients: Vec::new(),
             raw: None,
+            read_committed: Vec::new(),
             run_ms: 200,
             layout: layout(),
         }
@@ -137,6 +140,8 @@ fn databases(workload: &mut Accounts, layout: &Layout) -> Vec<Database<Star>> {
 struct Run<'w> {
     sim: Simulator<Actor<'w>>,
     clients: Vec<Addr>,
+    /// The clients of `Scenario::read_committed`, in its order.
+    rc_clients: Vec<Addr>,
     /// The phase the coordinator was in when the load stopped.
     stopped_at: u64,
     nodes: u32,
@@ -193,6 +198,16 @@ fn run<'w>(s: &Scenario, workload: &'w Accounts, dbs: &'w [Database<Star>]) -> R
         sim.add(addr, Actor::Client(Box::new(c)));
         clients.push(addr);
     }
+    let mut rc_clients = Vec::new();
+    for (i, (to, bodies)) in s.read_committed.iter().enumerate() {
+        let addr = CLIENT_ADDR_BASE + 50 + i as u32;
+        let mut c = Client::sending(workload, s.seed + i as u64, bodies.clone());
+        c.target = Some(*to);
+        c.read_committed = true;
+        c.window = 1;
+        sim.add(addr, Actor::Client(Box::new(c)));
+        rc_clients.push(addr);
+    }
     sim.run_until(s.run_ms * MS);
     for n in 0..nodes {
         sim.node_mut(n).star_mut().set_local_load(false);
@@ -200,7 +215,10 @@ fn run<'w>(s: &Scenario, workload: &'w Accounts, dbs: &'w [Database<Star>]) -> R
     let stopped_at = sim.node(0).star().phase();
     let deadline = sim.now() + 10_000 * MS;
     let quiet = sim.run_until_pred(deadline, |sim| {
-        clients.iter().all(|&c| sim.node(c).client().done())
+        clients
+            .iter()
+            .chain(&rc_clients)
+            .all(|&c| sim.node(c).client().done())
             && (0..nodes).all(|n| {
                 let node = sim.node(n).star();
                 node.is_idle() && node.phase() >= stopped_at + 2
@@ -214,6 +232,7 @@ fn run<'w>(s: &Scenario, workload: &'w Accounts, dbs: &'w [Database<Star>]) -> R
     Run {
         sim,
         clients,
+        rc_clients,
         stopped_at,
         nodes,
     }
@@ -491,6 +510,101 @@ fn malformed_and_unknown_partition_requests_get_an_error_and_change_nothing() {
         assert_eq!(r.node(n).stats().committed(), 0);
     }
     assert!(check_cluster(&s, &mut r, &w, &dbs).is_empty());
+}
+
+#[test]
+fn read_only_requests_run_at_read_committed_on_any_replica_and_are_answered_at_once() {
+    // Node 1 holds partitions 0 and 2 (it masters them), node 2 partitions 1 and 3, node 0 all.
+    let w = Accounts::new(PARTITIONS, ROWS);
+    let body = |from: (u32, u64), to: (u32, u64), amount: i64| {
+        let t = Transfer {
+            from: w.account(from.0, from.1),
+            to: w.account(to.0, to.1),
+            amount,
+        };
+        postcard::to_stdvec(&t).unwrap()
+    };
+    let to_node_1 = vec![
+        body((0, 1), (0, 2), 0),
+        body((0, 3), (2, 4), 0),
+        body((1, 1), (1, 2), 0),
+        body((0, 5), (0, 6), 7),
+        vec![0xff; 3],
+    ];
+    let to_node_0: Vec<Vec<u8>> = (0..40)
+        .map(|i| {
+            body(
+                (i % PARTITIONS, i as u64),
+                ((i + 1) % PARTITIONS, i as u64),
+                0,
+            )
+        })
+        .collect();
+    for seed in seeds(3) {
+        let s = Scenario {
+            cross: 0.2,
+            clients: vec![20],
+            read_committed: vec![(1, to_node_1.clone()), (0, to_node_0.clone())],
+            ..Scenario::new(seed)
+        };
+        let mut w = Accounts::new(PARTITIONS, ROWS);
+        let dbs = databases(&mut w, &layout());
+        let mut r = run(&s, &w, &dbs);
+        // The serializable history holds the ordinary transactions only.
+        check_cluster(&s, &mut r, &w, &dbs);
+        check_replies(&s, &r);
+        let outcomes = |i: usize| {
+            let c = r.sim.node(r.rc_clients[i]).client();
+            let mut replies = c.replies.clone();
+            replies.sort_by_key(|reply| reply.0);
+            for (rid, at, outcome) in &replies {
+                if let Outcome::Committed { .. } = outcome {
+                    let waited = at - c.sent[*rid as usize];
+                    assert!(
+                        waited <= 2 * 400_000 + MS / 2,
+                        "seed {seed}: read {rid} waited {waited} ns, as if for its phase to end"
+                    );
+                }
+            }
+            replies.into_iter().map(|reply| reply.2).collect::<Vec<_>>()
+        };
+        let one = outcomes(0);
+        assert!(matches!(one[0], Outcome::Committed { .. }), "{one:?}");
+        assert!(matches!(one[1], Outcome::Committed { .. }), "{one:?}");
+        assert!(
+            matches!(&one[2], Outcome::Error(e) if e.contains("holds no copy of partition 1")),
+            "{one:?}"
+        );
+        assert!(
+            matches!(&one[3], Outcome::Error(e) if e.contains("only read-only requests")),
+            "{one:?}"
+        );
+        assert!(
+            matches!(&one[4], Outcome::Error(e) if e.contains("malformed")),
+            "{one:?}"
+        );
+        let zero = outcomes(1);
+        assert_eq!(zero.len(), 40);
+        assert!(
+            zero.iter().all(|o| matches!(o, Outcome::Committed { .. })),
+            "seed {seed}: an audit saw a negative balance or failed: {zero:?}"
+        );
+        let phases: std::collections::BTreeSet<u64> = zero
+            .iter()
+            .filter_map(|o| match o {
+                Outcome::Committed { phase } => Some(*phase),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            phases.len() > 1,
+            "seed {seed}: the reads ran in phases {phases:?}"
+        );
+        let stats = r.stats();
+        assert_eq!(stats[0].requests.read_committed, 40);
+        assert_eq!(stats[1].requests.read_committed, 2);
+        assert_eq!(stats[2].requests.read_committed, 0);
+    }
 }
 
 #[test]

@@ -101,6 +101,12 @@ pub struct ClusterArgs {
     /// synchronous replication (write locks held until the backup acknowledged).
     #[arg(long, global = true, value_parser = ["async", "sync"])]
     pub replication: Option<String>,
+    /// STAR and its baselines: where partitions' primaries go. `spread` (default): round robin
+    /// over every node, as the experiments place them, so each node masters a share and
+    /// cross-partition transactions cross nodes; `partial`: on the partial replicas only, the full
+    /// replicas holding secondaries.
+    #[arg(long, global = true, value_parser = ["spread", "partial"])]
+    pub placement: Option<String>,
     /// Calvin: the replica groups' sizes in nodes, as STAR §8.3 names them: 1:3, 2:2 or 4 on
     /// four nodes (default: one group of every node).
     #[arg(long, global = true)]
@@ -124,6 +130,7 @@ impl ClusterArgs {
             (self.no_hybrid, "--no-hybrid"),
             (self.replication.is_some(), "--replication"),
             (self.calvin_groups.is_some(), "--calvin-groups"),
+            (self.placement.is_some(), "--placement"),
         ]
         .into_iter()
         .find_map(|(given, name)| given.then_some(name))

@@ -5,7 +5,8 @@
 //! on two nodes, both full replicas, node 0 the primary.
 //!
 //! Defaults, scaled to a 2-core machine: 1 full replica (node 0, the coordinator) and the other
-//! nodes partial, 2 copies of each partition, one partition per node (the paper has as many
+//! nodes partial, 2 copies of each partition, one partition per node, mastered by that node
+//! (`--placement spread`, the experiments' placement; the paper has as many
 //! partitions as worker threads, §8.1, and a node here runs one), YCSB with 200K rows per
 //! partition (§8.1.1), a 10 ms iteration (§4.3) and 10% cross-partition transactions (the issue's
 //! target point).
@@ -14,8 +15,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use phasedb_dist::ramp::bench::launch::ProcessCluster;
-use phasedb_dist::star::Layout;
 use phasedb_dist::star::bench::{BenchSettings, Stage};
+use phasedb_dist::star::{Layout, spread_placement};
 use phasedb_net::config::{NetSettings, ServerSettings};
 use phasedb_net::{ClusterConfig, ReplicationSync, StarAlgorithm, StarConfig};
 
@@ -177,6 +178,7 @@ fn star_table(
         phasedb_dist::calvin::Groups::new(&sizes, partitions).map_err(|e| e.to_string())?;
         star.calvin_groups = Some(sizes);
     }
+    star.placement = placement(args.placement.as_deref(), &star, n)?;
     // The layout's rules (who holds what) as the nodes will check them, before any starts.
     Layout::new(n, &star).map_err(|e| e.to_string())?;
     let workload = match flags {
@@ -186,6 +188,32 @@ fn star_table(
     star.workload = Some(workload.name().into());
     star.workload_args = workload.args();
     Ok(star)
+}
+
+/// The explicit placement of a `--cluster n` run: primaries spread over every node
+/// ([`spread_placement`], the experiments' placement) unless `--placement partial` asks for the
+/// layout's own (primaries on the partial replicas only). Calvin places data by replica groups.
+fn placement(
+    choice: Option<&str>,
+    star: &StarConfig,
+    n: u32,
+) -> Result<Option<Vec<Vec<u32>>>, String> {
+    match (star.algorithm, choice) {
+        (StarAlgorithm::Calvin, Some(_)) => {
+            Err("--placement does not apply to Calvin: its replica groups place the data".into())
+        }
+        (StarAlgorithm::Calvin, None) | (_, Some("partial")) => Ok(None),
+        // The table's own checks first, for their messages.
+        _ if star.validate(n).is_err() => Ok(None),
+        _ => spread_placement(
+            n,
+            star.full_replicas,
+            star.replicas_per_partition,
+            star.partitions,
+        )
+        .map(Some)
+        .map_err(|e| e.to_string()),
+    }
 }
 
 /// Runs the STAR benchmark; returns the process exit code (1 when replicas disagree or a
@@ -371,4 +399,46 @@ fn progress_bar(
     bar.set_prefix(format!("{workload} on {algorithm} with {nodes} nodes"));
     bar.set_message("loading");
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(algorithm: StarAlgorithm, choice: Option<&str>, n: u32, partitions: u32) -> Layout {
+        let mut star = StarConfig {
+            algorithm,
+            ..StarConfig::new(partitions)
+        };
+        star.placement = placement(choice, &star, n).unwrap();
+        Layout::new(n, &star).unwrap()
+    }
+
+    /// With every primary on one node nothing is remote: Dist-OCC's "cross-partition"
+    /// transactions would all run on that node.
+    #[test]
+    fn the_default_placement_spreads_primaries_over_every_node() {
+        for algorithm in [
+            StarAlgorithm::Star,
+            StarAlgorithm::DistOcc,
+            StarAlgorithm::DistS2pl,
+        ] {
+            for n in 2..=4 {
+                let l = layout(algorithm, None, n, n);
+                for node in 0..n {
+                    assert_eq!(l.mastered(node), vec![node], "{algorithm:?}, {n} nodes");
+                    assert_eq!(l.replicas(node).len(), 2);
+                    assert!(l.holds(0, node), "the full replica holds partition {node}");
+                }
+            }
+        }
+        let partial = layout(StarAlgorithm::DistOcc, Some("partial"), 2, 2);
+        assert!(partial.mastered(0).is_empty());
+        assert_eq!(partial.mastered(1), vec![0, 1]);
+        let calvin = StarConfig {
+            algorithm: StarAlgorithm::Calvin,
+            ..StarConfig::new(2)
+        };
+        assert!(placement(Some("spread"), &calvin, 2).is_err());
+    }
 }

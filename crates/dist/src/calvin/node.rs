@@ -606,7 +606,7 @@ where
             }
             StarMsg::CalvinReads { batch, index } if from_node => self.on_reads(batch, index),
             StarMsg::CalvinDone { batch } if from_node => self.on_done(from, batch),
-            StarMsg::Request { rid, .. } => {
+            StarMsg::Request { rid, .. } | StarMsg::ReadCommitted { rid, .. } => {
                 self.requests.received += 1;
                 self.requests.errors += 1;
                 let outcome = Outcome::error(

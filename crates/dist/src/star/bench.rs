@@ -176,6 +176,11 @@ impl BenchReport {
         self.window.replication.bytes_sent as f64 / self.committed().max(1) as f64
     }
 
+    /// Dist-OCC/Dist-S2PL rounds of messages to other nodes per committed transaction.
+    pub fn remote_rounds_per_commit(&self) -> f64 {
+        self.window.requests.remote_rounds as f64 / self.committed().max(1) as f64
+    }
+
     /// The slowest interval's throughput.
     pub fn min_interval(&self) -> f64 {
         self.intervals.iter().copied().fold(f64::NAN, f64::min)
@@ -226,6 +231,9 @@ pub fn since(end: &StarStats, start: &StarStats) -> StarStats {
     a.errors = a.errors.saturating_sub(b.errors);
     a.generated = a.generated.saturating_sub(b.generated);
     a.discarded = a.discarded.saturating_sub(b.discarded);
+    a.read_committed = a.read_committed.saturating_sub(b.read_committed);
+    a.remote_rounds = a.remote_rounds.saturating_sub(b.remote_rounds);
+    a.retried = a.retried.saturating_sub(b.retried);
     d
 }
 

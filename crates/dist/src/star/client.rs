@@ -93,7 +93,11 @@ impl Node for Endpoint {
 
     fn on_message<T: Transport<StarMsg>>(&mut self, net: &mut T, from: Addr, msg: StarMsg) {
         match msg {
-            StarMsg::Request { rid, .. } | StarMsg::Query { rid, .. } if from == self.me => {
+            StarMsg::Request { rid, .. }
+            | StarMsg::ReadCommitted { rid, .. }
+            | StarMsg::Query { rid, .. }
+                if from == self.me =>
+            {
                 let to = self
                     .registry
                     .lock()
@@ -304,6 +308,26 @@ impl Client {
         let body = postcard::to_allocvec(request)
             .map_err(|e| ClientError::Invalid(format!("cannot encode the request: {e}")))?;
         self.send_request(node, body)?.wait()
+    }
+
+    /// Runs the read-only `request` on `node`'s own copies at read committed
+    /// ([`StarMsg::ReadCommitted`]): answered at once, without waiting for a phase to end;
+    /// [`ClientError::Refused`] if it writes or `node` does not hold what it reads.
+    pub fn read_committed<R: Serialize>(
+        &self,
+        node: Addr,
+        request: &R,
+    ) -> Result<Outcome, ClientError> {
+        let body = postcard::to_allocvec(request)
+            .map_err(|e| ClientError::Invalid(format!("cannot encode the request: {e}")))?;
+        if body.len() > MAX_REQUEST_BYTES {
+            return Err(ClientError::Invalid(format!(
+                "a request of {} bytes exceeds {MAX_REQUEST_BYTES}",
+                body.len()
+            )));
+        }
+        self.send(node, |rid| StarMsg::ReadCommitted { rid, body }, outcome_of)?
+            .wait()
     }
 
     /// Sends `query` to `node`.

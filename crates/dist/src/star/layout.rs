@@ -7,7 +7,8 @@
 //! partial replicas (over the full replicas when `k = 0`), and a partition that needs more copies
 //! than the full replicas and its primary gets them on the next partial replicas. The
 //! *coordinator*, which runs the single-master phase (§4.2) and drives the phase switches (§4.3),
-//! is the first full replica, node 0.
+//! is the first full replica, node 0. [`spread_placement`] instead spreads the primaries over
+//! every node, full replicas included (the cluster benchmark's and the experiments' placement).
 //!
 //! An explicit placement lists, for each partition, its primary then its secondaries; it must name
 //! `replicas_per_partition` distinct nodes including every full replica (full replicas hold every
@@ -194,8 +195,41 @@ impl Layout {
     }
 }
 
-/// The default placement: primaries round robin over the partial replicas (full ones if none).
-fn computed(nodes: u32, f: u32, r: u32, partitions: u32) -> Result<Vec<Vec<Addr>>, LayoutError> {
+/// A placement with the primaries round robin over every node (partition `p` on node
+/// `p % nodes`), each partition's secondaries on the full replicas and then on the partial
+/// replicas that follow its primary: every node masters a share of the data, as in the paper's
+/// Figure 2 and its evaluation (§8.1.3), so the partitioned phase keeps every node busy and the
+/// baselines' distributed transactions (Dist-OCC, Dist-S2PL) really cross nodes. The default
+/// layout ([`Layout::new`] without a placement) masters nothing on the full replicas instead.
+pub fn spread_placement(
+    nodes: u32,
+    f: u32,
+    r: u32,
+    partitions: u32,
+) -> Result<Vec<Vec<Addr>>, LayoutError> {
+    check_counts(nodes, f, r)?;
+    Ok((0..partitions)
+        .map(|p| {
+            let primary = p % nodes;
+            let mut holders = vec![primary];
+            holders.extend((0..f).filter(|&n| n != primary));
+            let partial = (1..nodes)
+                .map(|j| (primary + j) % nodes)
+                .filter(|&n| n >= f);
+            holders.extend(partial.take((r as usize).saturating_sub(holders.len())));
+            holders
+        })
+        .collect())
+}
+
+/// Refuses copy counts no placement can meet: full replicas hold every partition, and partial
+/// replicas need copies to hold.
+fn check_counts(nodes: u32, f: u32, r: u32) -> Result<(), LayoutError> {
+    if f == 0 || f > nodes || r > nodes {
+        return Err(refuse(format!(
+            "{f} full replicas and {r} copies of each partition do not fit {nodes} nodes"
+        )));
+    }
     let k = nodes - f;
     if r < f {
         return Err(refuse(format!(
@@ -214,6 +248,13 @@ fn computed(nodes: u32, f: u32, r: u32, partitions: u32) -> Result<Vec<Vec<Addr>
             "every node is a full replica, so each partition has {nodes} copies, not replicas_per_partition = {r}"
         )));
     }
+    Ok(())
+}
+
+/// The default placement: primaries round robin over the partial replicas (full ones if none).
+fn computed(nodes: u32, f: u32, r: u32, partitions: u32) -> Result<Vec<Vec<Addr>>, LayoutError> {
+    check_counts(nodes, f, r)?;
+    let k = nodes - f;
     Ok((0..partitions)
         .map(|p| {
             if k == 0 {
@@ -302,6 +343,39 @@ mod tests {
         assert_eq!(l.replicas(0), &[0, 1]);
         assert_eq!(l.replicas(1), &[1, 0]);
         assert_eq!(l.mastered(1), vec![1, 3]);
+    }
+
+    #[test]
+    fn a_spread_placement_masters_partitions_on_every_node() {
+        for (nodes, f, r, partitions) in [(2, 1, 2, 2), (3, 1, 2, 3), (4, 1, 3, 8), (5, 2, 3, 10)] {
+            let mut s = star(partitions, f, r);
+            s.placement = Some(spread_placement(nodes, f, r, partitions).unwrap());
+            let l = Layout::new(nodes, &s).unwrap();
+            for n in 0..nodes {
+                assert_eq!(
+                    l.mastered(n).len() as u32,
+                    partitions / nodes,
+                    "node {n} of {nodes}: {l:?}"
+                );
+            }
+        }
+        assert_eq!(
+            spread_placement(3, 1, 2, 3).unwrap(),
+            vec![vec![0, 1], vec![1, 0], vec![2, 0]]
+        );
+        assert_eq!(spread_placement(4, 1, 3, 4).unwrap()[2], vec![2, 0, 3]);
+        assert!(
+            spread_placement(3, 1, 1, 3)
+                .unwrap_err()
+                .to_string()
+                .contains("partial replicas without data")
+        );
+        assert!(
+            spread_placement(2, 3, 2, 2)
+                .unwrap_err()
+                .to_string()
+                .contains("do not fit 2 nodes")
+        );
     }
 
     #[test]

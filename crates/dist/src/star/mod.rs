@@ -16,6 +16,8 @@
 //!   re-mastering (§7.1, §7.2).
 //! - [`replicate`]: operation and value replication streams, applied in stream order (§5.2).
 //! - `requests`: routing, queues, and results held until their phase ends (§4, §7.1).
+//! - `read_committed`: read-only requests a client sends to any replica, run there at once at
+//!   read committed (§4.3).
 //! - [`stats`]: counters a benchmark gathers with a [`msg::Query`].
 //! - [`serve`](mod@serve): running a node over TCP from the cluster file's `[star]` table.
 //! - [`client`]: a blocking client that sends requests and queries to a node over TCP.
@@ -31,8 +33,7 @@
 //! next live full replica, see `failover`) and a network that loses nothing between live nodes;
 //! the recovery of a restarted node and the Dist-OCC fall-back with no full replica (§7.2) are not
 //! built. What it does not do yet: worker threads per node (the layout records `workers`, but a
-//! node runs its transactions inline on its event-loop thread), read-only transactions on
-//! secondaries at read committed during the single-master phase (optional in §4.3).
+//! node runs its transactions inline on its event-loop thread).
 
 pub mod baselines;
 pub mod bench;
@@ -45,12 +46,13 @@ pub mod layout;
 pub mod msg;
 pub mod node;
 pub mod phase;
+mod read_committed;
 pub mod replicate;
 pub(crate) mod requests;
 pub mod serve;
 pub mod stats;
 
-pub use layout::{Layout, LayoutError};
+pub use layout::{Layout, LayoutError, spread_placement};
 pub use msg::{Answer, Outcome, PartitionDigest, Phase, PhaseKind, Query, StarMsg};
 pub use node::{StarNode, StarSettings, open_database};
 pub use stats::StarStats;

@@ -195,6 +195,19 @@ pub enum StarMsg {
         #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
+    /// Client to a node holding a copy of every partition the request touches: run this read-only
+    /// request at once on the node's own copies, at read committed (STAR §4.3: read-only
+    /// transactions may run on secondaries). It is answered without waiting for a phase to end and
+    /// is not part of the serializable history; a request that writes, or names a partition the
+    /// node holds no copy of, gets an error. The baselines run it as an ordinary [`StarMsg::Request`]
+    /// (serializable, hence read committed too).
+    ReadCommitted {
+        /// The client's id for the request, echoed in the reply.
+        rid: u64,
+        /// The workload's request, postcard-encoded.
+        #[serde(with = "serde_bytes")]
+        body: Vec<u8>,
+    },
     /// Node to node: a client's request that the receiver runs (a partition's primary, or the
     /// coordinator for a cross-partition request); the result goes back to the forwarding node.
     Forward {

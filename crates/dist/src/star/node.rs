@@ -222,6 +222,8 @@ pub struct StarNode<'db, W: Procedures> {
     pub(crate) mastered: Vec<PartitionId>,
     /// The coordinator's worker for the single-master phase.
     pub(crate) sm_worker: Option<Worker<'db, Star>>,
+    /// The worker of read-only requests at read committed (`read_committed`).
+    pub(crate) rc_worker: Worker<'db, Star>,
     pub(crate) generator: W::Gen,
     /// State of the coordinator's choice of home partitions for cross-partition load.
     pub(crate) rng: u64,
@@ -285,6 +287,7 @@ where
             me,
             mastered: masters.iter().map(|m| m.partition).collect(),
             sm_worker: coordinating.then(|| db.worker()),
+            rc_worker: db.worker(),
             generator: workload.generator(me as usize, settings.seed),
             rng: (settings.seed ^ 0x9e37_79b9_7f4a_7c15) | 1,
             next_master: 0,
@@ -699,6 +702,10 @@ where
             StarMsg::Request { rid, body } => {
                 self.requests.received += 1;
                 self.on_request(net, Origin::Client { addr: from, rid }, body);
+            }
+            StarMsg::ReadCommitted { rid, body } => {
+                self.requests.received += 1;
+                self.read_committed(net, from, rid, &body);
             }
             StarMsg::Forward { client, rid, body } if from_node => {
                 self.on_request(

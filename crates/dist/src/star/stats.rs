@@ -110,6 +110,12 @@ pub struct RequestCounts {
     /// Generated requests dropped because they did not touch what the phase runs (the workload
     /// drew a cross-partition request when asked for a single-partition one).
     pub discarded: u64,
+    /// Read-only requests run at read committed on this node's copies ([`crate::star::msg::StarMsg::ReadCommitted`]).
+    pub read_committed: u64,
+    /// Distributed baselines: rounds of messages a transaction sent to other nodes' primaries
+    /// (one per node fetched from, one per participant prepared): the remote work of
+    /// cross-partition transactions.
+    pub remote_rounds: u64,
     /// Transactions rerun after a NO_WAIT conflict, a failed validation or a participant's no
     /// (the distributed baselines).
     pub retried: u64,
@@ -199,6 +205,9 @@ impl StarStats {
         a.queued += b.queued;
         a.generated += b.generated;
         a.discarded += b.discarded;
+        a.read_committed += b.read_committed;
+        a.remote_rounds += b.remote_rounds;
+        a.retried += b.retried;
     }
 }
 

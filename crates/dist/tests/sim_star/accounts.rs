@@ -4,7 +4,7 @@
 //! replica has its own invariant: its balances minus its vault equal what it started with. The
 //! vault also counts the transfers out of its partition, so every transaction writes its home
 //! partition's vault: a hot row, where a lost update shows at once. Transfers that would overdraw
-//! abort by the procedure's own choice.
+//! abort by the procedure's own choice. A transfer of 0 is a read-only audit of its two accounts.
 
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{
@@ -157,8 +157,25 @@ impl Procedures for Accounts {
         self.touched(req).is_cross() as usize
     }
 
+    /// A transfer of nothing is an audit: it reads both balances and writes nothing.
+    fn read_only(&self, req: &Transfer) -> bool {
+        req.amount == 0
+    }
+
     fn run<P: Protocol>(&self, req: &Transfer, worker: &mut Worker<'_, P>) -> TxResult<()> {
         let (t, r) = (self.table, *req);
+        if r.amount == 0 {
+            // Committed balances are never negative: an audit that saw one aborts.
+            return worker.execute(self.txn_type(req), |tx| {
+                for key in [r.from, r.to] {
+                    match tx.get(t, key)?.map(|row| row.i64(BALANCE)) {
+                        Some(b) if b >= 0 => {}
+                        _ => return Err(tx.abort()),
+                    }
+                }
+                Ok(())
+            });
+        }
         let (pf, pt) = (self.part(r.from), self.part(r.to));
         let (vault_from, vault_to) = (self.vault(pf), self.vault(pt));
         worker.execute(self.txn_type(req), |tx| {

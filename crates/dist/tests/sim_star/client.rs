@@ -24,6 +24,12 @@ pub struct Client<'w> {
     pub transfers: usize,
     /// Nodes to send to (`0..nodes`).
     pub nodes: u32,
+    /// Send every request to this node instead.
+    pub target: Option<Addr>,
+    /// Ask for read committed ([`StarMsg::ReadCommitted`]) instead of [`StarMsg::Request`].
+    pub read_committed: bool,
+    /// When each request was sent, by request id.
+    pub sent: Vec<u64>,
 }
 
 impl<'w> Client<'w> {
@@ -38,6 +44,9 @@ impl<'w> Client<'w> {
             replies: Vec::new(),
             transfers: n,
             nodes: 1,
+            target: None,
+            read_committed: false,
+            sent: Vec::new(),
         }
     }
 
@@ -71,8 +80,17 @@ impl<'w> Client<'w> {
         } else {
             self.planned[rid as usize].clone()
         };
-        let to = self.rng.random_range(0..self.nodes);
-        net.send(to, StarMsg::Request { rid, body });
+        let to = match self.target {
+            Some(to) => to,
+            None => self.rng.random_range(0..self.nodes),
+        };
+        self.sent.push(net.now());
+        let msg = if self.read_committed {
+            StarMsg::ReadCommitted { rid, body }
+        } else {
+            StarMsg::Request { rid, body }
+        };
+        net.send(to, msg);
     }
 }
 

@@ -222,6 +222,10 @@ impl Procedures for YcsbProcedures {
         0
     }
 
+    fn read_only(&self, req: &YcsbRequest) -> bool {
+        req.ops.iter().all(|o| !o.write)
+    }
+
     fn run<P: Protocol>(&self, req: &YcsbRequest, worker: &mut Worker<'_, P>) -> TxResult<()> {
         let at = req.value as usize % VALUE_OFFSETS;
         let value = &self.values[at..at + self.cfg.column_size];

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use phasedb_dist::ramp::bench::launch::ProcessCluster;
 use phasedb_dist::star::bench::{self, BenchReport, BenchSettings};
+use phasedb_dist::star::spread_placement;
 use phasedb_net::config::{NetSettings, ServerSettings};
 use phasedb_net::{StarAlgorithm, StarConfig};
 
@@ -70,14 +71,8 @@ pub fn workload_label(w: &StarWorkload) -> &'static str {
 /// other, so every node masters a different portion of the data, as in the paper's Figure 2 and
 /// §8.1.3, and the full replica (node 0) also runs its partition's single-partition transactions.
 fn placement() -> Vec<Vec<u32>> {
-    (0..PARTITIONS)
-        .map(|p| {
-            let primary = p % NODES;
-            let mut holders = vec![primary];
-            holders.extend((1..REPLICAS).map(|k| (primary + k) % NODES));
-            holders
-        })
-        .collect()
+    spread_placement(NODES, FULL_REPLICAS, REPLICAS, PARTITIONS)
+        .expect("the experiments' cluster has room for every copy")
 }
 
 /// Full replicas of a point's cluster: PB-OCC's backup holds everything, as its primary does

@@ -509,6 +509,7 @@ where
                 txn.contacted.push(owner);
             }
             txn.waiting += 1;
+            self.requests.remote_rounds += 1;
             net.send(
                 owner,
                 StarMsg::Fetch {
@@ -557,6 +558,7 @@ where
         txn.waiting = parts.len();
         for (owner, writes, reads) in parts {
             txn.contacted.push(owner);
+            self.requests.remote_rounds += 1;
             net.send(
                 owner,
                 StarMsg::Prepare {
@@ -826,7 +828,7 @@ where
             StarMsg::Vote { txn, yes, floor } if from_node => {
                 self.on_reply(net, txn, yes, &[], floor)
             }
-            StarMsg::Request { rid, body } => {
+            StarMsg::Request { rid, body } | StarMsg::ReadCommitted { rid, body } => {
                 self.requests.received += 1;
                 self.on_request(net, Origin::Client { addr: from, rid }, body);
             }

@@ -512,7 +512,7 @@ where
                 self.group = phase;
                 self.db.set_epoch(phase);
             }
-            StarMsg::Request { rid, body } => {
+            StarMsg::Request { rid, body } | StarMsg::ReadCommitted { rid, body } => {
                 self.requests.received += 1;
                 self.on_request(net, Origin::Client { addr: from, rid }, body);
             }
