@@ -240,7 +240,10 @@ fn a_sigkilled_replica_loses_no_acknowledged_commit_and_rejoins_by_state_transfe
         acked.len(),
         rejoined["restores"],
         rejoined["committed"],
-        reports.iter().map(|r| r.load.committed()).collect::<Vec<_>>()
+        reports
+            .iter()
+            .map(|r| r.load.committed())
+            .collect::<Vec<_>>()
     );
     if let Err(a) = check_serializable(&record_history(&reports[0].stopped).history(|_| true)) {
         panic!("not serializable: {a}");

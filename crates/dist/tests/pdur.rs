@@ -674,7 +674,9 @@ fn feed(
 ) {
     loop {
         at(replica, fed);
-        let ready: Vec<usize> = (0..logs.len()).filter(|&p| fed[p] < logs[p].len()).collect();
+        let ready: Vec<usize> = (0..logs.len())
+            .filter(|&p| fed[p] < logs[p].len())
+            .collect();
         let votes = replica.queued_votes();
         if ready.is_empty() && votes == 0 {
             return;
@@ -760,7 +762,10 @@ fn a_replica_restored_from_partition_images_of_different_points_converges() {
 fn bad_partition_images_are_refused_without_panicking() {
     let (mut r, mut generator) = build(Load::Micro(MicroType::I, 300, 0.5), 2, 3);
     for i in 0..40 {
-        let id = TxnId { origin: 1, seq: i + 1 };
+        let id = TxnId {
+            origin: 1,
+            seq: i + 1,
+        };
         let mut logic = generator.next(0);
         if let Ok(Finish::Update(req)) = execute(Transaction::begin(id, 2), &mut *logic, &mut r) {
             for p in req.partitions() {
