@@ -730,8 +730,8 @@ fn a_replica_restored_from_partition_images_of_different_points_converges() {
         // Restored one partition after the other, the others' states as they are then.
         let mut b = Replica::new(partitions);
         let mut fed = points.clone();
-        for p in 0..partitions {
-            let img = images[p].as_ref().expect("every image taken");
+        for (p, img) in images.iter().enumerate() {
+            let img = img.as_ref().expect("every image taken");
             let part = Partition::from_image(p as PartitionId, partitions, img).expect("decodes");
             b.restore(p as PartitionId, part);
             for _ in 0..rng.random_range(0..4usize) {
