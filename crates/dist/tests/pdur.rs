@@ -10,8 +10,8 @@ use phasedb_dist::pdur::workload::micro::{MicroConfig, MicroGen, MicroType};
 use phasedb_dist::pdur::workload::twitter::{TwitterConfig, TwitterGen};
 use phasedb_dist::pdur::workload::{Logic, execute};
 use phasedb_dist::pdur::{
-    CertRequest, Finish, PartitionId, ReadItem, Replica, RequestError, SnapshotSource, Transaction,
-    TxnId,
+    CertRequest, Finish, ImageError, Partition, PartitionId, ReadItem, Replica, RequestError,
+    SnapshotSource, Transaction, TxnId,
 };
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -661,4 +661,141 @@ fn a_single_partition_transaction_between_crossed_ones_cannot_close_a_cycle() {
         "the crossed transactions wrote what a concurrent one read"
     );
     assert!(serializable);
+}
+
+/// Feeds `replica` the rest of `logs` from positions `fed` on, interleaved at random with the
+/// vote exchange, calling `at` before every step with the positions reached.
+fn feed(
+    replica: &mut Replica,
+    logs: &[Vec<Vec<u8>>],
+    fed: &mut [usize],
+    rng: &mut SmallRng,
+    mut at: impl FnMut(&Replica, &[usize]),
+) {
+    loop {
+        at(replica, fed);
+        let ready: Vec<usize> = (0..logs.len())
+            .filter(|&p| fed[p] < logs[p].len())
+            .collect();
+        let votes = replica.queued_votes();
+        if ready.is_empty() && votes == 0 {
+            return;
+        }
+        if votes > 0 && (ready.is_empty() || rng.random_bool(0.3)) {
+            replica.step_vote_at(rng.random_range(0..votes));
+        } else {
+            let p = ready[rng.random_range(0..ready.len())];
+            replica
+                .deliver(p as PartitionId, &logs[p][fed[p]])
+                .expect("well-formed");
+            fed[p] += 1;
+        }
+    }
+}
+
+#[test]
+fn a_replica_restored_from_partition_images_of_different_points_converges() {
+    let partitions = 3;
+    let load = Load::Micro(MicroType::I, 900, 0.5);
+    for seed in seeds(&[1, 2, 3, 4, 5, 6, 7, 8]) {
+        let _guard = SeedGuard(seed);
+        let done = run(load, partitions, 9, 500, seed);
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x1a6e);
+        // Each partition's image is taken at a point of its own, votes possibly in flight.
+        let points: Vec<usize> = done
+            .logs
+            .iter()
+            .map(|l| rng.random_range(0..=l.len()))
+            .collect();
+        let mut images: Vec<Option<Vec<u8>>> = vec![None; partitions];
+        let (mut a, _) = build(load, partitions, seed);
+        let mut fed = vec![0; partitions];
+        feed(&mut a, &done.logs, &mut fed, &mut rng, |r, fed| {
+            for p in 0..partitions {
+                if images[p].is_none() && fed[p] == points[p] {
+                    images[p] = Some(r.partition(p as PartitionId).image());
+                }
+            }
+        });
+        assert_eq!(a.digests(), done.digests, "a replay differs");
+        let waiting: usize = images
+            .iter()
+            .enumerate()
+            .map(|(p, i)| {
+                Partition::from_image(p as PartitionId, partitions, i.as_ref().unwrap())
+                    .unwrap()
+                    .undecided()
+            })
+            .sum();
+        // Restored one partition after the other, the others' states as they are then.
+        let mut b = Replica::new(partitions);
+        let mut fed = points.clone();
+        for (p, img) in images.iter().enumerate() {
+            let img = img.as_ref().expect("every image taken");
+            let part = Partition::from_image(p as PartitionId, partitions, img).expect("decodes");
+            b.restore(p as PartitionId, part);
+            for _ in 0..rng.random_range(0..4usize) {
+                let votes = b.queued_votes();
+                if votes > 0 {
+                    b.step_vote_at(rng.random_range(0..votes));
+                }
+            }
+        }
+        feed(&mut b, &done.logs, &mut fed, &mut rng, |_, _| {});
+        assert_eq!(
+            b.digests(),
+            done.digests,
+            "seed {seed}: restored from images at {points:?} ({waiting} waiting in them)"
+        );
+        for p in 0..partitions as PartitionId {
+            let s = b.partition(p).stats();
+            assert_eq!(
+                (b.partition(p).undecided(), s.unanswered),
+                (0, 0),
+                "seed {seed}: partition {p}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_partition_images_are_refused_without_panicking() {
+    let (mut r, mut generator) = build(Load::Micro(MicroType::I, 300, 0.5), 2, 3);
+    for i in 0..40 {
+        let id = TxnId {
+            origin: 1,
+            seq: i + 1,
+        };
+        let mut logic = generator.next(0);
+        if let Ok(Finish::Update(req)) = execute(Transaction::begin(id, 2), &mut *logic, &mut r) {
+            for p in req.partitions() {
+                r.deliver(p, &req.encode()).expect("well-formed");
+            }
+            r.settle();
+        }
+    }
+    let image = r.partition(0).image();
+    let back = Partition::from_image(0, 2, &image).expect("its own image");
+    assert_eq!(back.digest(), r.partition(0).digest());
+    assert!(matches!(
+        Partition::from_image(1, 2, &image),
+        Err(ImageError::Mismatch { .. })
+    ));
+    assert!(matches!(
+        Partition::from_image(0, 3, &image),
+        Err(ImageError::Mismatch { .. })
+    ));
+    for cut in 0..image.len() {
+        assert!(
+            Partition::from_image(0, 2, &image[..cut]).is_err(),
+            "a cut at {cut} decoded"
+        );
+    }
+    let mut rng = SmallRng::seed_from_u64(9);
+    for _ in 0..500 {
+        let mut bad = image.clone();
+        let at = rng.random_range(0..bad.len());
+        bad[at] = rng.random();
+        let _ = Partition::from_image(0, 2, &bad);
+    }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use phasedb_check::check_serializable;
-use phasedb_dist::pdur::serve::{ServeReport, serve};
+use phasedb_dist::pdur::serve::{ServeOptions, ServeReport, serve};
 use phasedb_dist::pdur::threaded::record_history;
 use phasedb_net::config::{NetSettings, ServerSettings};
 use phasedb_net::{ClusterConfig, PdurTable};
@@ -45,8 +45,11 @@ fn run_cluster(replicas: usize, table: PdurTable) -> Vec<ServeReport> {
                     i as u32,
                     Some(l),
                     phasedb_net::tcp::wait_for(rx),
-                    true,
-                    Some(on_done),
+                    ServeOptions {
+                        record: true,
+                        on_done: Some(on_done),
+                        ..ServeOptions::default()
+                    },
                 ))
                 .expect("the replica serves")
             })

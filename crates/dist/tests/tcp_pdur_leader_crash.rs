@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use phasedb_check::check_serializable;
-use phasedb_dist::pdur::serve::{Probe, ServeReport, serve_with};
+use phasedb_dist::pdur::serve::{Probe, ServeOptions, ServeReport, serve};
 use phasedb_dist::pdur::threaded::record_history;
 use phasedb_net::config::{NetSettings, ServerSettings};
 use phasedb_net::{ClusterConfig, PdurTable};
@@ -50,14 +50,17 @@ fn a_crashed_group_leader_loses_no_committed_transaction_and_blocks_no_client() 
                 let on_done: Box<dyn FnOnce() + Send> = Box::new(move || {
                     done.fetch_add(1, Ordering::SeqCst);
                 });
-                rt.block_on(serve_with(
+                rt.block_on(serve(
                     &cfg,
                     i as u32,
                     Some(l),
                     phasedb_net::tcp::wait_for(rx),
-                    true,
-                    Some(on_done),
-                    Some(probe),
+                    ServeOptions {
+                        record: true,
+                        on_done: Some(on_done),
+                        probe: Some(probe),
+                        ..ServeOptions::default()
+                    },
                 ))
                 .expect("the replica serves")
             })

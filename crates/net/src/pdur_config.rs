@@ -18,6 +18,7 @@
 //! duration_ms = 5000             # load counted
 //! tick_us = 1000                 # raft tick
 //! batch_bytes = 65536            # a broadcast batch is proposed once it holds this much
+//! snapshot_entries = 10000       # broadcast entries between two snapshots (state transfer)
 //! seed = 1
 //! ```
 
@@ -71,6 +72,10 @@ pub struct PdurTable {
     /// Payload bytes at which a broadcast batch is proposed without waiting.
     #[serde(default = "PdurTable::default_batch_bytes")]
     pub batch_bytes: u64,
+    /// Broadcast entries a group applies between two snapshots of its partition (the state a
+    /// replica that fell behind or restarted receives, with the log after it).
+    #[serde(default = "PdurTable::default_snapshot_entries")]
+    pub snapshot_entries: u64,
     /// Seed of the replicas' load generators (replica `i` mixes in `i`).
     #[serde(default = "PdurTable::default_seed")]
     pub seed: u64,
@@ -110,6 +115,9 @@ impl PdurTable {
     fn default_batch_bytes() -> u64 {
         64 << 10
     }
+    fn default_snapshot_entries() -> u64 {
+        10_000
+    }
     fn default_seed() -> u64 {
         1
     }
@@ -131,6 +139,7 @@ impl PdurTable {
             duration_ms: Self::default_duration_ms(),
             tick_us: Self::default_tick_us(),
             batch_bytes: Self::default_batch_bytes(),
+            snapshot_entries: Self::default_snapshot_entries(),
             seed: Self::default_seed(),
         }
     }
@@ -208,6 +217,9 @@ impl PdurTable {
                 "batch_bytes must be 64..=16777216, not {}",
                 self.batch_bytes
             ));
+        }
+        if self.snapshot_entries == 0 {
+            return bad("snapshot_entries must be positive".into());
         }
         Ok(())
     }

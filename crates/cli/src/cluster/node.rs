@@ -31,6 +31,10 @@ pub struct NodeArgs {
     /// reserves each node's port this way so no other process can take it first.
     #[arg(long, value_name = "FD")]
     listen_fd: Option<i32>,
+    /// P-DUR: this node restarts after losing its state (a process that died) and rejoins the
+    /// running cluster under a new raft id, catching up by the groups' snapshots and logs.
+    #[arg(long)]
+    rejoin: bool,
 }
 
 /// Runs `phasedb node`; returns the process exit code.
@@ -71,7 +75,18 @@ pub fn run(args: NodeArgs) -> i32 {
         }
     };
     if cfg.pdur.is_some() {
-        return super::pdur_node::run(&cfg, args.id, listener, args.quiet, args.stats.as_deref());
+        return super::pdur_node::run(
+            &cfg,
+            args.id,
+            listener,
+            args.quiet,
+            args.stats.as_deref(),
+            args.rejoin,
+        );
+    }
+    if args.rejoin {
+        eprintln!("error: --rejoin is for a cluster file with a [pdur] table");
+        return 2;
     }
     if cfg.star.is_some() {
         return super::star_node::run(

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use phasedb_dist::pdur::serve::serve;
+use phasedb_dist::pdur::serve::{ServeOptions, serve};
 use phasedb_net::ClusterConfig;
 
 /// The file a node writes beside its counters file once its load is over.
@@ -14,7 +14,21 @@ pub fn done_path(stats: &Path) -> std::path::PathBuf {
     s.into()
 }
 
-/// Serves node `id` of the P-DUR cluster `cfg`; returns the exit code: 1 when the node cannot
+/// This life's incarnation for a node that rejoins: tenths of a second since 2025, so every
+/// restart of a node gets a higher one than the last (for about 13 years).
+fn incarnation() -> u32 {
+    const SINCE: u64 = 1_735_689_600;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let tenths = now.as_millis() as u64 / 100;
+    tenths
+        .saturating_sub(SINCE * 10)
+        .clamp(1, u64::from(u32::MAX)) as u32
+}
+
+/// Serves node `id` of the P-DUR cluster `cfg` (rejoining a running cluster after a restart
+/// with `rejoin`); returns the exit code: 1 when the node cannot
 /// serve, 0 after a clean stop.
 pub fn run(
     cfg: &ClusterConfig,
@@ -22,6 +36,7 @@ pub fn run(
     listener: Option<std::net::TcpListener>,
     quiet: bool,
     stats_file: Option<&Path>,
+    rejoin: bool,
 ) -> i32 {
     let table = cfg.pdur.as_ref().expect("called for a [pdur] table");
     if !quiet {
@@ -63,7 +78,12 @@ pub fn run(
     });
     let result = rt.block_on(async {
         let shutdown = super::node::terminated().map_err(|e| e.to_string())?;
-        serve(cfg, id, listener, shutdown, false, Some(on_done)).await
+        let opts = ServeOptions {
+            on_done: Some(on_done),
+            incarnation: if rejoin { incarnation() } else { 0 },
+            ..ServeOptions::default()
+        };
+        serve(cfg, id, listener, shutdown, opts).await
     });
     match result {
         Ok(report) => {

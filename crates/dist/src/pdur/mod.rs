@@ -46,6 +46,11 @@ pub mod workload;
 
 pub use certify::{AbortReason, Vote};
 pub use client::{Finish, SnapshotSource, Transaction};
-pub use partition::{Decision, Effects, Partition, ReadError, ReadReply, VoteMsg};
+pub use partition::{
+    Decision, Effects, ImageError, OUTCOMES_KEPT, Partition, ReadError, ReadReply, VoteKind,
+    VoteMsg,
+};
 pub use replica::Replica;
-pub use request::{CertRequest, PartitionId, ReadItem, RequestError, Sc, TxnId, partition_of};
+pub use request::{
+    CertRequest, PartitionId, ReadItem, RequestError, Sc, TxnId, first_seq, partition_of,
+};

@@ -11,10 +11,14 @@
 //! partitions — a partition that delivered it before ignores the copy and repeats an abort vote
 //! only where none was counted, so re-broadcast is always safe.
 //!
-//! State transfer is not supported yet: the node never offers a snapshot, so the groups keep
-//! their whole log, and a [`Delivery::Restore`] of a non-empty state (which only follows a
-//! snapshot) is refused: the group stops being applied here and [`PdurStats::refused_restores`]
-//! counts it.
+//! State transfer (snapshot plus log): whenever a group's snapshot is due the node offers every
+//! group the image of its partition ([`Partition::image`]) at the group's delivered position, all
+//! at the same point, and the groups compact their logs behind them. A replica that restarts —
+//! with its broadcast storage ([`Node::on_crash`]) or empty, rejoining under a new raft id
+//! ([`PdurNode::rejoining`]) — gets each group's snapshot from its leader when its log is behind
+//! the compacted prefix ([`Delivery::Restore`]), rebuilds the partition from it
+//! ([`Replica::restore`]) and then applies the log after it. A restarted replica's clients number
+//! their transactions from its incarnation on, above anything its earlier life broadcast.
 
 use std::collections::VecDeque;
 
@@ -24,9 +28,9 @@ use serde::{Deserialize, Serialize};
 
 use super::client::{Finish, Transaction};
 use super::history::HistoryRecorder;
-use super::partition::Decision;
+use super::partition::{Decision, Partition};
 use super::replica::Replica;
-use super::request::{CertRequest, PartitionId, TxnId};
+use super::request::{CertRequest, PartitionId, TxnId, first_seq, partition_of};
 use super::workload::micro::{MicroConfig, MicroGen};
 use super::workload::{Generator, execute};
 use crate::broadcast::{Broadcast, BroadcastConfig, Delivery, GroupId, GroupMsg};
@@ -85,8 +89,12 @@ pub struct PdurStats {
     pub delivered: u64,
     /// Delivered payloads the replica refused (every replica refuses the same bytes).
     pub refused_payloads: u64,
-    /// Restores of a non-empty state refused (state transfer is not supported yet).
+    /// Restores refused (an image that does not decode): the group stops being applied here.
     pub refused_restores: u64,
+    /// Partitions restored from a snapshot's image or reset to the loaded state.
+    pub restores: u64,
+    /// Snapshots offered to the groups (one per group at each point).
+    pub snapshots: u64,
     /// Messages the broadcast refused.
     pub refused_messages: u64,
 }
@@ -112,6 +120,8 @@ pub struct PdurNode {
     pending: FxHashMap<TxnId, Pending>,
     /// Groups whose deliveries are no longer applied (a refused restore).
     stopped: Vec<bool>,
+    /// Lives of this node (0 first): its clients' sequence numbers start at [`first_seq`].
+    incarnation: u32,
     /// Transactions started so far; new ones stop at `limit`.
     started: u64,
     limit: u64,
@@ -128,6 +138,20 @@ pub struct PdurNode {
 impl PdurNode {
     /// Node `me` (one of `cfg.replicas`), its replica loaded with the micro-benchmark's items.
     pub fn new(me: Addr, cfg: PdurConfig) -> Result<PdurNode, String> {
+        PdurNode::start(me, cfg, 0)
+    }
+
+    /// Node `me` restarted without any storage (a process that died) in its `incarnation`-th
+    /// life (above 0, above every earlier one): it rejoins every group under a new raft id and
+    /// catches up by state transfer and log.
+    pub fn rejoining(me: Addr, cfg: PdurConfig, incarnation: u32) -> Result<PdurNode, String> {
+        if incarnation == 0 {
+            return Err("a rejoining node needs an incarnation above 0".into());
+        }
+        PdurNode::start(me, cfg, incarnation)
+    }
+
+    fn start(me: Addr, cfg: PdurConfig, incarnation: u32) -> Result<PdurNode, String> {
         let p = cfg.micro.partitions;
         if cfg.clients > MAX_CLIENTS {
             return Err(format!("at most {MAX_CLIENTS} clients per node"));
@@ -143,9 +167,12 @@ impl PdurNode {
         }
         let mut bcast = Broadcast::new(me, cfg.bcast.clone()).map_err(|e| e.to_string())?;
         for g in 0..p {
-            bcast
-                .add_group(g as GroupId, &cfg.replicas)
-                .map_err(|e| e.to_string())?;
+            let added = if incarnation == 0 {
+                bcast.add_group(g as GroupId, &cfg.replicas)
+            } else {
+                bcast.join_group(g as GroupId, &cfg.replicas, incarnation)
+            };
+            added.map_err(|e| e.to_string())?;
         }
         let mut replica = Replica::new(p);
         cfg.micro.load(|k, v| replica.load(k, v));
@@ -155,10 +182,11 @@ impl PdurNode {
             replica,
             bcast,
             txns,
-            seqs: vec![0; cfg.clients],
+            seqs: vec![first_seq(incarnation); cfg.clients],
             busy: vec![false; cfg.clients],
             pending: FxHashMap::default(),
             stopped: vec![false; p],
+            incarnation,
             started: 0,
             limit: u64::MAX,
             history: cfg.record_history.then(|| HistoryRecorder::new(p)),
@@ -342,19 +370,7 @@ impl PdurNode {
                         self.undecided.entry(id).or_insert((payload, now));
                     }
                 }
-                Delivery::Restore {
-                    group,
-                    index,
-                    state,
-                } => {
-                    // An empty state at index 0 is the start of a group without a snapshot: the
-                    // loaded replica is that state. Anything else needs state transfer.
-                    let g = group as usize;
-                    if (index > 0 || !state.is_empty()) && g < self.stopped.len() {
-                        self.stopped[g] = true;
-                        self.stats.refused_restores += 1;
-                    }
-                }
+                Delivery::Restore { group, state, .. } => self.restore(group, &state),
             }
         }
         for d in self.replica.take_decisions() {
@@ -372,6 +388,78 @@ impl PdurNode {
                     Ok(_) => self.stats.committed += 1,
                     Err(_) => self.stats.aborted += 1,
                 }
+            }
+        }
+    }
+
+    /// Rebuilds partition `group` from a snapshot's image, or (an empty state: the group has no
+    /// snapshot yet) as loaded; a refused image stops the group here.
+    fn restore(&mut self, group: GroupId, state: &[u8]) {
+        let (g, parts) = (group as usize, self.replica.partitions());
+        if g >= parts {
+            return;
+        }
+        let p = group as PartitionId;
+        let part = if state.is_empty() {
+            let mut part = Partition::new(p, parts);
+            self.cfg.micro.load(|k, v| {
+                if partition_of(k, parts) == p {
+                    part.load(k, v);
+                }
+            });
+            Ok(part)
+        } else {
+            Partition::from_image(p, parts, state)
+        };
+        match part {
+            Ok(part) => {
+                self.stopped[g] = false;
+                self.stats.restores += 1;
+                self.replica.restore(p, part);
+                self.replica.settle();
+                self.resolve_covered(p);
+            }
+            Err(_) => {
+                self.stopped[g] = true;
+                self.stats.refused_restores += 1;
+            }
+        }
+    }
+
+    /// Ends the waits of this node's clients whose transaction partition `p`'s restored state
+    /// decided: its delivery came before the snapshot, so it is never delivered here.
+    fn resolve_covered(&mut self, p: PartitionId) {
+        let part = self.replica.partition(p);
+        let covered: Vec<(TxnId, bool)> = self
+            .pending
+            .iter()
+            .filter(|(_, w)| w.partitions.contains(&p))
+            .filter_map(|(&id, _)| part.outcome_of(id).map(|c| (id, c)))
+            .collect();
+        for (id, committed) in covered {
+            if let Some(w) = self.pending.remove(&id) {
+                self.busy[w.slot] = false;
+                match committed {
+                    true => self.stats.committed += 1,
+                    false => self.stats.aborted += 1,
+                }
+            }
+        }
+    }
+
+    /// Offers every group its partition's image at once when any group's snapshot is due, so a
+    /// rejoining replica's partitions come from nearby points.
+    fn offer_snapshots(&mut self) {
+        if self.bcast.snapshots_due().next().is_none() {
+            return;
+        }
+        for g in 0..self.replica.partitions() as GroupId {
+            let Some(index) = self.bcast.delivered(g) else {
+                continue;
+            };
+            let image = self.replica.partition(g as PartitionId).image();
+            if self.bcast.offer_snapshot(g, index, image).is_ok() {
+                self.stats.snapshots += 1;
             }
         }
     }
@@ -404,5 +492,21 @@ impl Node for PdurNode {
         self.finish_partial(now);
         self.run_clients(now);
         self.flush(net);
+        self.offer_snapshots();
+    }
+
+    /// The node loses everything but its broadcast storage: its clients start over in a new
+    /// incarnation, and its partitions are rebuilt from the groups' snapshots and logs.
+    fn on_crash(&mut self) {
+        self.incarnation += 1;
+        let base = first_seq(self.incarnation);
+        self.seqs.iter_mut().for_each(|s| *s = base);
+        self.busy.iter_mut().for_each(|b| *b = false);
+        self.pending.clear();
+        self.retry_queue.clear();
+        self.undecided.clear();
+        if self.bcast.restart().is_err() {
+            self.stopped.iter_mut().for_each(|s| *s = true);
+        }
     }
 }

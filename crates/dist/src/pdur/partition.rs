@@ -13,14 +13,20 @@
 //! [`Partition::on_vote`] another partition's vote; both report through [`Effects`]. Fed the same
 //! deliveries and votes it reaches the same state whatever the timing.
 
+mod image;
+
+use std::collections::VecDeque;
+
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use super::certify::{AbortReason, Vote, certify};
 use super::request::{CertRequest, LOAD_VERSION, PartitionId, Sc, TxnId, partition_of};
 use super::snapshots::{DecidedPrefix, SnapshotsInUse};
+
 use crate::ramp::msg::{Key, Value};
 use crate::ramp::server::store::{Gone, Store};
+pub use image::ImageError;
 
 /// A vote one partition sends another for a cross-partition transaction (Algorithm 4 line 11).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +39,38 @@ pub struct VoteMsg {
     pub to: PartitionId,
     /// True for commit.
     pub commit: bool,
+    /// Whether the receiver answers it with its own vote.
+    pub kind: VoteKind,
 }
+
+/// Why a vote was sent, which decides whether its receiver answers it.
+///
+/// In a replica that never restarts a partition, every vote is cast once, when its sender
+/// delivers the transaction, and reaches a partition that has not decided it yet. A partition
+/// restored from another replica's snapshot ([`Partition::from_image`]) can break that: its
+/// state may be from before or after the other partitions' (snapshots of different groups are
+/// taken at different points), so a partition may wait for a vote that the other partition cast
+/// before its own snapshot and will never cast again. So a restored partition *recalls* the
+/// transactions it waits for (its own vote again, asking for theirs), and a partition that
+/// already decided a transaction answers a vote for it from its memory of recent outcomes
+/// ([`OUTCOMES_KEPT`]): its vote was commit if the outcome was commit; an abort outcome answers
+/// abort, which decides the same outcome at the asker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VoteKind {
+    /// Cast when the sender delivered the transaction (answered only by a partition that
+    /// decided it already: the sender re-delivered it after a restore).
+    Cast,
+    /// Sent again by a restored partition: answered by a receiver waiting for the transaction
+    /// too, and by one that decided it.
+    Recall,
+    /// An answer to a cast or recalled vote; never answered.
+    Answer,
+}
+
+/// Cross-partition outcomes a partition remembers to answer votes of restored partitions
+/// ([`VoteKind`]): a rejoining replica's partitions must have snapshots within this many
+/// cross-partition decisions of each other (the node takes them together).
+pub const OUTCOMES_KEPT: usize = 1 << 16;
 
 /// A transaction's outcome at one partition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,15 +135,22 @@ pub struct PartitionStats {
     pub aborted_elsewhere: u64,
     /// Deliveries ignored as duplicates.
     pub duplicates: u64,
+    /// Votes of restored partitions answered from the memory of outcomes.
+    pub answered: u64,
+    /// Votes for a transaction decided here too long ago to answer (a restored partition
+    /// waits for them: its replica's snapshots were too far apart).
+    pub unanswered: u64,
 }
 
 /// A cross-partition transaction delivered here and waiting for the other partitions' votes.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Waiting {
     /// Its version here if it voted commit (its writes are prepared at it).
     version: Option<Sc>,
     /// Its keys written here.
     writes: SmallVec<[Key; 4]>,
+    /// The other partitions it names.
+    others: SmallVec<[PartitionId; 4]>,
     /// The partitions whose vote is still missing.
     missing: SmallVec<[PartitionId; 4]>,
     /// False once any vote (its own included) is abort.
@@ -132,6 +176,14 @@ impl Waiting {
     }
 }
 
+/// A client's last transaction delivered at a partition.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Last {
+    seq: u64,
+    /// `Some(committed)` once decided here.
+    outcome: Option<bool>,
+}
+
 /// One logical partition.
 pub struct Partition {
     id: PartitionId,
@@ -144,8 +196,12 @@ pub struct Partition {
     waiting: FxHashMap<TxnId, Waiting>,
     /// Votes that arrived before this partition delivered their transaction.
     early: FxHashMap<TxnId, SmallVec<[(PartitionId, bool); 2]>>,
-    /// Per client, the highest sequence number delivered here (duplicates are ignored).
-    last_seq: FxHashMap<u32, u64>,
+    /// Per client, the highest sequence number delivered here (duplicates are ignored) and
+    /// that transaction's outcome once decided.
+    last_seq: FxHashMap<u32, Last>,
+    /// Recent cross-partition outcomes here (true: committed), oldest first in `outcome_order`.
+    outcomes: FxHashMap<TxnId, bool>,
+    outcome_order: VecDeque<TxnId>,
     deliveries: u64,
     stats: PartitionStats,
 }
@@ -167,6 +223,8 @@ impl Partition {
             waiting: FxHashMap::default(),
             early: FxHashMap::default(),
             last_seq: FxHashMap::default(),
+            outcomes: FxHashMap::default(),
+            outcome_order: VecDeque::new(),
             deliveries: 0,
             stats: PartitionStats::default(),
         }
@@ -276,27 +334,34 @@ impl Partition {
     pub fn deliver(&mut self, req: CertRequest, fx: &mut Effects) {
         debug_assert!(req.snapshot(self.id).is_some());
         let seen = self.last_seq.entry(req.id.origin).or_default();
-        if req.id.seq <= *seen {
+        if req.id.seq <= seen.seq {
             // Delivered here before, or stale: its client moved on, so this partition will never
             // certify it. Either way nothing changes here; a cross-partition one gets an abort
             // vote, so partitions that delivered it and wait for this one's vote can decide (a
             // partition counts only the first vote of each other partition, so a true duplicate
             // changes nothing there). Re-broadcasting a request to the partitions that have not
-            // voted is therefore always safe: what a lost or partial broadcast needs.
+            // voted is therefore always safe: what a lost or partial broadcast needs. A
+            // transaction decided here votes its outcome instead: a partition restored from an
+            // earlier snapshot may still wait for this one's vote.
             self.stats.duplicates += 1;
             if req.is_cross_partition() && !self.waiting.contains_key(&req.id) {
+                let commit = self.outcomes.get(&req.id).copied().unwrap_or(false);
                 for to in req.partitions().filter(|&q| q != self.id) {
                     fx.votes.push(VoteMsg {
                         txn: req.id,
                         from: self.id,
                         to,
-                        commit: false,
+                        commit,
+                        kind: VoteKind::Cast,
                     });
                 }
             }
             return;
         }
-        *seen = req.id.seq;
+        *seen = Last {
+            seq: req.id.seq,
+            outcome: None,
+        };
         self.deliveries += 1;
         if self.deliveries.is_multiple_of(GC_EVERY) {
             self.collect();
@@ -328,6 +393,7 @@ impl Partition {
                 }
                 Vote::Abort(r) => Err(r),
             };
+            self.note_outcome(req.id, outcome.is_ok());
             fx.decisions.push(Decision {
                 txn: req.id,
                 partition: self.id,
@@ -344,10 +410,12 @@ impl Partition {
                 from: self.id,
                 to,
                 commit,
+                kind: VoteKind::Cast,
             });
         }
         let version = commit.then(|| self.next_version(&req));
-        let others = req.partitions().filter(|&q| q != self.id).collect();
+        let others: SmallVec<[PartitionId; 4]> =
+            req.partitions().filter(|&q| q != self.id).collect();
         let mut writes = SmallVec::new();
         for (key, value) in req.writes {
             if partition_of(key, self.partitions) == self.id {
@@ -364,7 +432,8 @@ impl Partition {
         let mut w = Waiting {
             version,
             writes,
-            missing: others,
+            missing: others.clone(),
+            others,
             commit,
             reason: match vote {
                 Vote::Abort(r) => Some(r),
@@ -387,16 +456,103 @@ impl Partition {
     pub fn on_vote(&mut self, vote: VoteMsg, fx: &mut Effects) {
         debug_assert_eq!(vote.to, self.id);
         let Some(w) = self.waiting.get_mut(&vote.txn) else {
-            self.early
-                .entry(vote.txn)
-                .or_default()
-                .push((vote.from, vote.commit));
+            if self
+                .last_seq
+                .get(&vote.txn.origin)
+                .is_some_and(|l| l.seq >= vote.txn.seq)
+            {
+                // Delivered here before (and decided, or refused as stale): the sender votes
+                // again after a restore and may wait for this partition's vote.
+                self.answer_decided(vote, fx);
+            } else {
+                self.early
+                    .entry(vote.txn)
+                    .or_default()
+                    .push((vote.from, vote.commit));
+            }
             return;
         };
+        if vote.kind == VoteKind::Recall {
+            fx.votes.push(VoteMsg {
+                txn: vote.txn,
+                from: self.id,
+                to: vote.from,
+                commit: w.version.is_some(),
+                kind: VoteKind::Answer,
+            });
+        }
         w.count(vote.from, vote.commit);
         if w.missing.is_empty() {
             let w = self.waiting.remove(&vote.txn).expect("just found");
             self.finish(vote.txn, w, fx);
+        }
+    }
+
+    /// Votes again, asking for an answer ([`VoteKind::Recall`]), for every transaction waiting
+    /// here: to all its other partitions, or only to `to`. What a partition restored from a
+    /// snapshot does, and what the others do towards it.
+    pub fn recall(&self, to: Option<PartitionId>, fx: &mut Effects) {
+        for (&txn, w) in &self.waiting {
+            for &q in w.others.iter().filter(|&&q| to.is_none_or(|t| t == q)) {
+                fx.votes.push(VoteMsg {
+                    txn,
+                    from: self.id,
+                    to: q,
+                    commit: w.version.is_some(),
+                    kind: VoteKind::Recall,
+                });
+            }
+        }
+    }
+
+    /// Answers a vote for a transaction this partition no longer waits for, from its memory of
+    /// outcomes ([`VoteKind`]).
+    fn answer_decided(&mut self, vote: VoteMsg, fx: &mut Effects) {
+        if vote.kind == VoteKind::Answer {
+            return;
+        }
+        match self.outcomes.get(&vote.txn) {
+            Some(&committed) => {
+                self.stats.answered += 1;
+                fx.votes.push(VoteMsg {
+                    txn: vote.txn,
+                    from: self.id,
+                    to: vote.from,
+                    commit: committed,
+                    kind: VoteKind::Answer,
+                });
+            }
+            None => self.stats.unanswered += 1,
+        }
+    }
+
+    fn note_outcome(&mut self, txn: TxnId, committed: bool) {
+        if let Some(l) = self.last_seq.get_mut(&txn.origin)
+            && l.seq == txn.seq
+        {
+            l.outcome = Some(committed);
+        }
+    }
+
+    /// The outcome here of `txn` if it is its client's last transaction delivered here and is
+    /// decided (`Some(true)`: committed): what tells a replica restored from a snapshot the fate
+    /// of its own clients' transactions the snapshot covers, whose deliveries it never sees.
+    pub fn outcome_of(&self, txn: TxnId) -> Option<bool> {
+        self.last_seq
+            .get(&txn.origin)
+            .filter(|l| l.seq == txn.seq)
+            .and_then(|l| l.outcome)
+    }
+
+    /// Remembers a cross-partition outcome for [`Partition::answer_decided`].
+    fn remember(&mut self, txn: TxnId, committed: bool) {
+        if self.outcomes.insert(txn, committed).is_none() {
+            self.outcome_order.push_back(txn);
+        }
+        while self.outcome_order.len() > OUTCOMES_KEPT {
+            if let Some(old) = self.outcome_order.pop_front() {
+                self.outcomes.remove(&old);
+            }
         }
     }
 
@@ -424,6 +580,8 @@ impl Partition {
         if let Some(v) = w.version {
             self.decided.release(v);
         }
+        self.remember(txn, outcome.is_ok());
+        self.note_outcome(txn, outcome.is_ok());
         fx.decisions.push(Decision {
             txn,
             partition: self.id,

@@ -95,6 +95,19 @@ impl Replica {
         Ok(())
     }
 
+    /// Replaces partition `p` with `part` (a state transfer, [`Partition::from_image`]). The
+    /// restored partition recalls the transactions it waits for and the others recall theirs
+    /// that name it ([`super::partition::VoteKind`]): votes cast before the snapshots of the
+    /// two partitions were taken are not cast again.
+    pub fn restore(&mut self, p: PartitionId, part: Partition) {
+        self.parts[p as usize] = part;
+        for q in 0..self.parts.len() {
+            let to = (q != p as usize).then_some(p);
+            self.parts[q].recall(to, &mut self.fx);
+        }
+        self.absorb();
+    }
+
     /// Votes sent and not yet received.
     pub fn queued_votes(&self) -> usize {
         self.votes.len()

@@ -45,6 +45,14 @@ pub struct TxnId {
     pub seq: u64,
 }
 
+/// The first sequence number of a client of a replica in its `incarnation`-th life (0 for the
+/// first): a replica restarted without its state reuses its clients' origins, so it numbers their
+/// transactions above anything an earlier life broadcast (2^31 per client and life), or the
+/// partitions would ignore them as duplicates.
+pub fn first_seq(incarnation: u32) -> u64 {
+    u64::from(incarnation) << 31
+}
+
 /// One key of the read set and the version the transaction read (`LOAD_VERSION` for a loaded
 /// item; 0 for a key that had no version in the snapshot).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

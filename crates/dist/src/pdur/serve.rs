@@ -13,6 +13,14 @@
 //! Clients over TCP reach the replica through its client endpoint ([`Endpoint`], at the table's
 //! `client_addrs[id]`); `local_clients = false` turns the replica's own load off.
 //!
+//! State transfer: whenever a group's snapshot is due, the node asks every worker for its
+//! partition's image at the position of its group it has been handed ([`ThreadedReplica::request_image`])
+//! and offers each group its image as the group's snapshot; the groups compact their logs behind
+//! it. A node restarted without storage (`phasedb node --rejoin`, [`ServeOptions::incarnation`])
+//! rejoins every group under a new raft id; the leaders send it their snapshot, which it hands the
+//! worker ([`ThreadedReplica::restore`]), and then the log after it. Its clients number their
+//! transactions from the incarnation on, above anything its earlier life broadcast.
+//!
 //! A proposal lost with a failed leader (raft-rs forwards a follower's proposal to the leader
 //! and forgets it) is proposed again: the node keeps each of its proposals until every group it
 //! names has delivered it, and proposes it again to the groups that have not after
@@ -27,8 +35,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use super::endpoint::Endpoint;
+use super::partition::Partition;
 use super::partition_of;
-use super::request::{PAYLOAD_TAG, PartitionId, TxnId};
+use super::request::{PAYLOAD_TAG, PartitionId, TxnId, first_seq};
 use super::threaded::{LoadStats, LocalLoad, Stopped, ThreadedReplica, total_load};
 use super::workload::Generator;
 use super::workload::micro::{MicroConfig, MicroGen, MicroType};
@@ -183,11 +192,18 @@ pub struct NodeCounters {
     pub deferred: u64,
     /// Messages the broadcast refused.
     pub refused_messages: u64,
-    /// Restores of a non-empty state refused (state transfer is not supported here).
+    /// Snapshots' images refused (they do not decode): the group stops being applied here.
     pub refused_restores: u64,
+    /// Partitions restored from a snapshot's image.
+    pub restores: u64,
+    /// Images offered to the groups as their snapshot.
+    pub snapshots: u64,
     /// Proposals proposed again after [`REPROPOSE_NS`] undelivered.
     pub reproposed: u64,
 }
+
+/// A partition's image from its worker: the partition, the payloads it reflects, the bytes.
+type Image = (PartitionId, u64, Vec<u8>);
 
 /// The replica with its broadcast, as the TCP runtime drives it.
 pub struct ReplicaNode {
@@ -204,6 +220,14 @@ pub struct ReplicaNode {
     pending: rustc_hash::FxHashMap<TxnId, Proposal>,
     now: u64,
     probe: Option<std::sync::Arc<Probe>>,
+    images: (
+        std::sync::mpsc::Sender<Image>,
+        std::sync::mpsc::Receiver<Image>,
+    ),
+    /// Images asked of the workers and not yet offered.
+    images_due: usize,
+    /// Groups whose deliveries are no longer applied (a refused image).
+    stopped: Vec<bool>,
 }
 
 impl ReplicaNode {
@@ -226,6 +250,7 @@ impl ReplicaNode {
                 .map_err(|e| e.to_string())?;
         }
         replica.set_measuring(false);
+        let partitions = replica.partitions();
         Ok(ReplicaNode {
             me,
             bcast,
@@ -240,7 +265,74 @@ impl ReplicaNode {
             pending: Default::default(),
             now: 0,
             probe: None,
+            images: std::sync::mpsc::channel(),
+            images_due: 0,
+            stopped: vec![false; partitions],
         })
+    }
+
+    /// The same node restarted without storage in its `incarnation`-th life (above 0, above
+    /// every earlier one): it rejoins every group under a new raft id and catches up by the
+    /// leaders' snapshots and logs; its load starts once it is a member of every group again.
+    pub fn rejoining(
+        mut self,
+        replicas: &[Addr],
+        bcast_cfg: BroadcastConfig,
+        incarnation: u32,
+    ) -> Result<ReplicaNode, String> {
+        let mut bcast = Broadcast::new(self.me, bcast_cfg).map_err(|e| e.to_string())?;
+        for g in 0..self.replica.partitions() {
+            bcast
+                .join_group(g as GroupId, replicas, incarnation)
+                .map_err(|e| e.to_string())?;
+        }
+        self.bcast = bcast;
+        Ok(self)
+    }
+
+    /// Offers the groups the images their workers sent, and asks for new ones when a group's
+    /// snapshot is due and none are on their way.
+    fn snapshots(&mut self) {
+        while let Ok((p, index, image)) = self.images.1.try_recv() {
+            self.images_due = self.images_due.saturating_sub(1);
+            if self
+                .bcast
+                .offer_snapshot(p as GroupId, index, image)
+                .is_ok()
+            {
+                self.counters.snapshots += 1;
+            }
+        }
+        if self.images_due > 0 || self.bcast.snapshots_due().next().is_none() {
+            return;
+        }
+        for g in 0..self.replica.partitions() as GroupId {
+            if let Some(index) = self.bcast.delivered(g) {
+                self.replica
+                    .request_image(g as PartitionId, index, &self.images.0);
+                self.images_due += 1;
+            }
+        }
+    }
+
+    /// Rebuilds partition `group` from a snapshot's image; an empty state (a group with no
+    /// snapshot yet) leaves the loaded partition as it is.
+    fn restore(&mut self, group: GroupId, state: &[u8]) {
+        let (g, parts) = (group as usize, self.replica.partitions());
+        if g >= parts || state.is_empty() {
+            return;
+        }
+        match Partition::from_image(group as PartitionId, parts, state) {
+            Ok(part) => {
+                self.stopped[g] = false;
+                self.counters.restores += 1;
+                self.replica.restore(group as PartitionId, part);
+            }
+            Err(_) => {
+                self.stopped[g] = true;
+                self.counters.refused_restores += 1;
+            }
+        }
     }
 
     /// Publishes which groups this node leads into `probe` on every tick.
@@ -312,6 +404,9 @@ impl ReplicaNode {
         while let Some(d) = self.bcast.next_delivery() {
             match d {
                 Delivery::Entry { group, payload, .. } => {
+                    if self.stopped.get(group as usize).is_none_or(|&s| s) {
+                        continue;
+                    }
                     self.counters.delivered += 1;
                     if !self.pending.is_empty()
                         && let Some(id) = payload_txn(&payload)
@@ -324,11 +419,7 @@ impl ReplicaNode {
                     }
                     self.replica.deliver(group as PartitionId, payload.to_vec());
                 }
-                Delivery::Restore { index, state, .. } => {
-                    if index > 0 || !state.is_empty() {
-                        self.counters.refused_restores += 1;
-                    }
-                }
+                Delivery::Restore { group, state, .. } => self.restore(group, &state),
             }
         }
         self.bcast.send_all(net, ServeMsg::Bcast);
@@ -339,7 +430,11 @@ impl ReplicaNode {
         self.stage = match self.stage {
             Stage::Electing => {
                 let groups = self.replica.partitions() as GroupId;
-                if (0..groups).all(|g| self.bcast.leader(g).is_some()) {
+                let ready = |g| {
+                    self.bcast.leader(g).is_some()
+                        && self.bcast.group(g).is_some_and(|m| !m.is_joining())
+                };
+                if (0..groups).all(ready) {
                     self.replica.set_load(true);
                     Stage::Warmup(now + self.warmup_ns)
                 } else {
@@ -427,6 +522,7 @@ impl Node for ReplicaNode {
         }
         self.advance(now);
         self.apply(net);
+        self.snapshots();
     }
 }
 
@@ -478,6 +574,8 @@ impl ServeReport {
         line("deferred", c.deferred);
         line("refused_messages", c.refused_messages);
         line("refused_restores", c.refused_restores);
+        line("restores", c.restores);
+        line("snapshots", c.snapshots);
         line("reproposed", c.reproposed);
         out
     }
@@ -514,6 +612,7 @@ pub fn start_replica(
     id: Addr,
     propose: UnboundedSender<ServeMsg>,
     record: bool,
+    first_seq: u64,
 ) -> Result<ThreadedReplica, String> {
     let workload = Workload::from_table(table)?;
     let data_seed = table.seed;
@@ -532,6 +631,7 @@ pub fn start_replica(
             generators: workload.generators(table.seed ^ (u64::from(id) << 32)),
             replica: u8::try_from(id).map_err(|_| "at most 255 replicas".to_string())?,
             broadcast: Some(broadcast),
+            first_seq,
         }),
         record,
     ))
@@ -546,9 +646,25 @@ pub fn broadcast_config(table: &PdurTable) -> BroadcastConfig {
         election_ticks: (100_000_000 / tick_ns).max(4) as usize,
         heartbeat_ticks: 2,
         batch_bytes: table.batch_bytes as usize,
+        snapshot_entries: table.snapshot_entries,
+        retained_entries: (table.snapshot_entries / 10).max(1),
         seed: table.seed,
         ..BroadcastConfig::default()
     }
+}
+
+/// How [`serve`] runs a node besides its cluster file.
+#[derive(Default)]
+pub struct ServeOptions {
+    /// Keep what a `check` history needs ([`ServeReport::stopped`]).
+    pub record: bool,
+    /// Called once the load is over and the replica quiet.
+    pub on_done: Option<Box<dyn FnOnce() + Send>>,
+    /// Where to publish which groups the node leads (tests that crash a leader).
+    pub probe: Option<std::sync::Arc<Probe>>,
+    /// 0 for a node starting with the cluster; above 0 (and above every earlier one) for a node
+    /// restarted without storage, which rejoins the running cluster ([`ReplicaNode::rejoining`]).
+    pub incarnation: u32,
 }
 
 /// Serves node `id` of `cfg` until `shutdown` completes: loads the replica, runs its load through
@@ -558,21 +674,7 @@ pub async fn serve(
     id: Addr,
     listener: Option<std::net::TcpListener>,
     shutdown: impl Future<Output = ()>,
-    record: bool,
-    on_done: Option<Box<dyn FnOnce() + Send>>,
-) -> Result<ServeReport, String> {
-    serve_with(cfg, id, listener, shutdown, record, on_done, None).await
-}
-
-/// [`serve`], publishing which groups the node leads into `probe` (tests that crash a leader).
-pub async fn serve_with(
-    cfg: &ClusterConfig,
-    id: Addr,
-    listener: Option<std::net::TcpListener>,
-    shutdown: impl Future<Output = ()>,
-    record: bool,
-    on_done: Option<Box<dyn FnOnce() + Send>>,
-    probe: Option<std::sync::Arc<Probe>>,
+    opts: ServeOptions,
 ) -> Result<ServeReport, String> {
     let table = cfg
         .pdur
@@ -583,7 +685,13 @@ pub async fn serve_with(
         .ok_or_else(|| format!("node {id} is not in the cluster"))?
         .addr;
     let (tx, rx) = unbounded_channel();
-    let mut replica = start_replica(table, id, tx, record)?;
+    let ServeOptions {
+        record,
+        on_done,
+        probe,
+        incarnation,
+    } = opts;
+    let mut replica = start_replica(table, id, tx, record, first_seq(incarnation))?;
     let endpoint = match table.client_addrs.get(id as usize) {
         Some(&addr) => {
             let l = std::net::TcpListener::bind(addr)
@@ -606,6 +714,9 @@ pub async fn serve_with(
         Duration::from_millis(table.duration_ms),
         on_done,
     )?;
+    if incarnation > 0 {
+        node = node.rejoining(&replicas, broadcast_config(table), incarnation)?;
+    }
     if let Some(probe) = probe {
         node = node.with_probe(probe);
     }

@@ -120,6 +120,15 @@ enum Msg {
         tag: u32,
         reply: ExternalSink,
     },
+    /// Reply with the partition's image, which reflects the `index` payloads delivered so far.
+    Image {
+        index: u64,
+        reply: Sender<(PartitionId, u64, Vec<u8>)>,
+    },
+    /// Replace the partition with one restored from a snapshot's image.
+    Restore(Box<Partition>),
+    /// Partition `p` was restored: recall the transactions waiting here that name it.
+    Recall(PartitionId),
     /// Stop and hand the partition back.
     Stop,
 }
@@ -137,6 +146,9 @@ pub struct LocalLoad {
     /// `None`: an update's payload goes straight to the inbox of each partition it touches (a
     /// lone replica); otherwise to this broadcast.
     pub broadcast: Option<Broadcaster>,
+    /// The clients' first sequence number: a replica restarted empty numbers its transactions
+    /// above everything its earlier life broadcast.
+    pub first_seq: u64,
 }
 
 /// Counters of one worker's local clients.
@@ -263,6 +275,7 @@ struct Shared {
     measuring: AtomicBool,
     replica: u8,
     broadcast: Option<Broadcaster>,
+    first_seq: u64,
 }
 
 /// A P-DUR replica of worker threads (DUR with one).
@@ -290,14 +303,15 @@ impl ThreadedReplica {
             inboxes.push(tx);
             receivers.push(rx);
         }
-        let (clients, mut generators, replica, broadcast) = match local {
+        let (clients, mut generators, replica, broadcast, first_seq) = match local {
             Some(l) => (
                 l.clients_per_partition,
                 l.generators.into_iter().map(Some).collect(),
                 l.replica,
                 l.broadcast,
+                l.first_seq,
             ),
-            None => (0, Vec::new(), 0, None),
+            None => (0, Vec::new(), 0, None, 0),
         };
         assert!(
             clients == 0 || partitions <= MAX_LOCAL_PARTITIONS,
@@ -313,6 +327,7 @@ impl ThreadedReplica {
             measuring: AtomicBool::new(true),
             replica,
             broadcast,
+            first_seq,
         });
         generators.resize_with(partitions, || None);
         // Load in parallel, one partition per thread, then hand each to its worker.
@@ -357,7 +372,7 @@ impl ThreadedReplica {
                             clients: (0..clients)
                                 .map(|i| Client {
                                     origin: local_origin(replica, p as PartitionId, i),
-                                    seq: 0,
+                                    seq: first_seq,
                                     state: State::Idle,
                                 })
                                 .collect(),
@@ -394,6 +409,33 @@ impl ThreadedReplica {
     /// `p` is counted and dropped by the worker without any state change.
     pub fn deliver(&self, p: PartitionId, payload: Vec<u8>) {
         let _ = self.shared.inboxes[p as usize].send(Msg::Deliver(payload));
+    }
+
+    /// Asks partition `p`'s worker for its image once it has handled the `index` payloads
+    /// delivered so far; the answer `(p, index, image)` goes to `reply`.
+    pub fn request_image(
+        &self,
+        p: PartitionId,
+        index: u64,
+        reply: &Sender<(PartitionId, u64, Vec<u8>)>,
+    ) {
+        let _ = self.shared.inboxes[p as usize].send(Msg::Image {
+            index,
+            reply: reply.clone(),
+        });
+    }
+
+    /// Replaces partition `p` with `part`, restored from a snapshot's image: its worker takes it
+    /// in place of its own and recalls the transactions it waits for, and the other workers
+    /// recall theirs that name `p` ([`super::partition::VoteKind`]). The payloads delivered
+    /// after the snapshot follow with [`ThreadedReplica::deliver`].
+    pub fn restore(&self, p: PartitionId, part: Partition) {
+        let _ = self.shared.inboxes[p as usize].send(Msg::Restore(Box::new(part)));
+        for (q, inbox) in self.shared.inboxes.iter().enumerate() {
+            if q != p as usize {
+                let _ = inbox.send(Msg::Recall(p));
+            }
+        }
     }
 
     /// Decisions at each transaction's first partition for clients outside the replica.
@@ -501,6 +543,11 @@ impl ReplicaHandle {
     /// This replica's number among the replicas.
     pub fn replica(&self) -> u8 {
         self.shared.replica
+    }
+
+    /// The first sequence number of this replica's clients ([`LocalLoad::first_seq`]).
+    pub fn first_seq(&self) -> u64 {
+        self.shared.first_seq
     }
 
     /// Partition `p`'s stable snapshot as its worker last published it.
@@ -805,6 +852,18 @@ impl Worker {
                 tag,
                 ok: self.part.reads_current(keys, st),
             }),
+            Msg::Image { index, reply } => {
+                let _ = reply.send((self.me, index, self.part.image()));
+            }
+            Msg::Restore(part) => {
+                self.part = *part;
+                self.part.recall(None, &mut self.fx);
+                self.effects();
+            }
+            Msg::Recall(p) => {
+                self.part.recall(Some(p), &mut self.fx);
+                self.effects();
+            }
             Msg::Stop => unreachable!("handled by the loop"),
         }
     }

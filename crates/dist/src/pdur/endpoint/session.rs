@@ -217,7 +217,12 @@ fn accept(
             base: origin(handle.replica(), session, 0),
             handle: handle.clone(),
             sink,
-            slots: (0..MAX_TAGS).map(|_| Slot::default()).collect(),
+            slots: (0..MAX_TAGS)
+                .map(|_| Slot {
+                    seq: handle.first_seq(),
+                    phase: Phase::Idle,
+                })
+                .collect(),
             out: BufWriter::new(stream),
             scratch: Vec::new(),
             closing: false,

@@ -241,6 +241,23 @@ fn null(key: Key) -> ReadResult {
     }
 }
 
+/// One item as a state transfer carries it (P-DUR, [`Store::for_each_image`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ItemImage {
+    /// The item.
+    pub key: Key,
+    /// Its certification marks ([`Store::marks`]).
+    pub write_mark: Ts,
+    /// See `write_mark`.
+    pub read_mark: Ts,
+    /// The highest version no longer held (0 if none).
+    pub floor: Ts,
+    /// Committed versions held, ascending.
+    pub committed: Vec<(Ts, Value)>,
+    /// Versions only prepared.
+    pub prepared: Vec<(Ts, Value)>,
+}
+
 /// A snapshot read asked for a version that garbage collection has removed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Gone;
@@ -499,6 +516,81 @@ impl Store {
             .into_iter()
             .flat_map(|it| it.prepared.iter())
             .map(|v| v.ts)
+    }
+
+    /// Calls `f` with every item's [`ItemImage`] (P-DUR's state transfer), in no particular order.
+    /// Of the committed versions it keeps those above `keep_above` and the newest at most
+    /// `keep_above` (what a snapshot from `keep_above` on reads); the older ones are left out and
+    /// raise the image's floor, so a read below it reports them gone.
+    pub fn for_each_image(&self, keep_above: Ts, mut f: impl FnMut(ItemImage)) {
+        for (&key, item) in &self.items {
+            let mut committed: Vec<(Ts, Value)> = item
+                .last
+                .iter()
+                .chain(item.older.iter())
+                .chain(item.late.iter())
+                .map(|v| (v.ts, v.value.clone()))
+                .collect();
+            committed.sort_unstable_by_key(|v| v.0);
+            let below = committed.partition_point(|v| v.0 <= keep_above);
+            let mut floor = item.gc_floor.1;
+            if below > 1 {
+                floor = floor.max(committed[below - 2].0);
+                committed.drain(..below - 1);
+            }
+            f(ItemImage {
+                key,
+                write_mark: item.write_mark,
+                read_mark: item.read_mark,
+                floor,
+                committed,
+                prepared: item
+                    .prepared
+                    .iter()
+                    .map(|v| (v.ts, v.value.clone()))
+                    .collect(),
+            });
+        }
+    }
+
+    /// Installs an item from its image in place of whatever the store held of it.
+    pub fn install_image(&mut self, img: ItemImage) {
+        let mut item = Box::new(Item {
+            write_mark: img.write_mark,
+            read_mark: img.read_mark,
+            gc_floor: (0, img.floor),
+            ..Item::default()
+        });
+        let version = |(ts, value): (Ts, Value), state| Version {
+            ts,
+            ctime: 0,
+            sibling_sig: 0,
+            state,
+            value,
+            meta: Meta::None,
+        };
+        let mut committed = img.committed;
+        committed.sort_unstable_by_key(|v| v.0);
+        committed.dedup_by_key(|v| v.0);
+        let added = committed.len() + img.prepared.len();
+        item.last = committed.pop().map(|v| version(v, State::Committed));
+        item.older = committed
+            .into_iter()
+            .map(|v| version(v, State::Committed))
+            .collect();
+        for v in img.prepared {
+            item.add_prepared(version(v, State::Prepared));
+        }
+        // Each older version is overwritten at the next one's timestamp (P-DUR's GC clock).
+        let next = item.older.iter().skip(1).chain(item.last.iter());
+        for (v, by) in item.older.iter().zip(next) {
+            self.overwritten.push_back((by.ts, img.key, v.ts));
+        }
+        self.newest = self.newest.max(item.all().map(|v| v.ts).max().unwrap_or(0));
+        if let Some(old) = self.items.insert(img.key, item) {
+            self.stats.versions -= old.all().count();
+        }
+        self.stats.versions += added;
     }
 
     /// Drops versions overwritten more than the GC window ago.
