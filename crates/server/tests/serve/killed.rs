@@ -48,21 +48,21 @@ fn spawn(protocol: &str, dir: &Path) -> Result<(Child, String), String> {
         .spawn()
         .expect("start the server process");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    loop {
-        let line = lines
-            .next()
-            .unwrap_or_else(|| panic!("the server process of {protocol} ended without a word"))
-            .unwrap();
+    while let Some(Ok(line)) = lines.next() {
         if let Some(addr) = line.strip_prefix("serving on ") {
+            let addr = addr.to_string();
             // Read what else it prints (its test harness's verdict), so no write of it fails.
             std::thread::spawn(move || lines.for_each(drop));
-            return Ok((child, addr.to_string()));
+            return Ok((child, addr));
         }
         if let Some(e) = line.strip_prefix("refused: ") {
+            let e = e.to_string();
             child.wait().unwrap();
-            return Err(e.to_string());
+            return Err(e);
         }
     }
+    let status = child.wait().unwrap();
+    panic!("the server process of {protocol} ended ({status}) without a word");
 }
 
 fn sigkill(mut child: Child) {
