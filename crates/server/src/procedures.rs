@@ -6,8 +6,10 @@
 //!   transaction: four rows read, those with `write` 1 rewritten with bytes chosen by `value`.
 //! - `tpcc.setup(warehouses)`: creates and loads TPC-C's nine tables; returns the first id.
 //! - `tpcc.new_order(warehouse)`, `tpcc.payment(warehouse)`: one NewOrder or Payment with a home
-//!   warehouse, its other inputs drawn by the server as the specification's terminal does.
+//!   warehouse, its other inputs drawn by the server as the specification's terminal does;
+//!   answers `[district, o_id]` or `[history row key]`, so a client can find what it made.
 //! - `tpcc.order_status`, `tpcc.delivery`, `tpcc.stock_level`: see [`crate::tpcc_terminal`].
+//! - `tpcc.check()`: TPC-C's consistency conditions, with the engine paused ([`check`]).
 
 use phasedb_proto::Value;
 use phasedb_txn::{Database, Procedures, Protocol, TxResult, Worker};
