@@ -134,7 +134,7 @@ pub fn is_control(req: &Request) -> bool {
         | Request::ListTables
         | Request::DescribeTable(_)
         | Request::DropTable(_) => true,
-        Request::Call { name, .. } => procedures::is_setup(name),
+        Request::Call { name, .. } => procedures::is_setup(name) || procedures::is_check(name),
         _ => false,
     }
 }
@@ -476,6 +476,13 @@ impl<P: Protocol> Engine for EngineOf<P> {
                 Some(info) => Response::Table(info),
                 None => error(ErrorKind::NoSuchTable, format!("no table {name}")),
             },
+            Request::Call { name, args } if procedures::is_check(name) => {
+                // Paused engine threads run no transaction: the database is quiescent.
+                self.exclusive(|st| match procedures::check(args, &st.db, &st.installed) {
+                    Ok(values) => Response::Values(values),
+                    Err(m) => error(ErrorKind::BadCall, m),
+                })
+            }
             req if schema::is_change(req) => {
                 let (resp, dropped) = self.exclusive(|st| {
                     let State {

@@ -6,13 +6,16 @@
 //!   transaction: four rows read, those with `write` 1 rewritten with bytes chosen by `value`.
 //! - `tpcc.setup(warehouses)`: creates and loads TPC-C's nine tables; returns the first id.
 //! - `tpcc.new_order(warehouse)`, `tpcc.payment(warehouse)`: one NewOrder or Payment with a home
-//!   warehouse, its other inputs drawn by the server as the specification's terminal does.
+//!   warehouse, its other inputs drawn by the server as the specification's terminal does;
+//!   answers `[district, o_id]` or `[history row key]`, so a client can find what it made.
 //! - `tpcc.order_status`, `tpcc.delivery`, `tpcc.stock_level`: see [`crate::tpcc_terminal`].
+//! - `tpcc.check()`: TPC-C's consistency conditions, with the engine paused ([`check`]).
 
 use phasedb_proto::Value;
 use phasedb_txn::{Database, Procedures, Protocol, TxResult, Worker};
 use phasedb_workloads::tpcc::{
-    ProceduresMix, TpccGen, TpccProcedures, TpccProceduresConfig, TpccRequest,
+    NEW_ORDER, PAYMENT, ProceduresMix, TpccGen, TpccProcedures, TpccProceduresConfig, TpccRequest,
+    new_order, payment,
 };
 use phasedb_workloads::ycsb::{YcsbOp, YcsbProcedures, YcsbProceduresConfig, YcsbRequest};
 
@@ -45,6 +48,32 @@ pub(crate) fn u64_arg(args: &[Value], i: usize, what: &str) -> Result<u64, BadCa
 /// Whether `name` is a setup procedure (it creates tables, so it runs with the engine paused).
 pub fn is_setup(name: &str) -> bool {
     matches!(name, "ycsb.setup" | "tpcc.setup")
+}
+
+/// Whether `name` is a procedure that reads the whole database quiescent (it runs with the
+/// engine paused, like a setup, but changes nothing).
+pub fn is_check(name: &str) -> bool {
+    name == "tpcc.check"
+}
+
+/// `tpcc.check`: TPC-C's consistency conditions (clause 3.3.2, as the workloads crate checks
+/// them after a benchmark: the NewOrder/Payment mix's, so condition 11 as written, which a
+/// Delivery breaks) on the database as it is. Call it with no transaction running (the engine
+/// paused). Answers `[]` when they hold, else `[the first violation]` as bytes.
+pub fn check<P: Protocol>(
+    args: &[Value],
+    db: &Database<P>,
+    installed: &Installed,
+) -> Result<Vec<Value>, BadCall> {
+    let procs = installed.tpcc.as_ref().ok_or("call tpcc.setup first")?;
+    if !args.is_empty() {
+        return Err("tpcc.check takes no arguments".into());
+    }
+    let every: Vec<_> = (0..procs.partitions()).collect();
+    Ok(match procs.check(db, &every) {
+        Ok(()) => vec![],
+        Err(violation) => vec![Value::Bytes(violation.into_bytes())],
+    })
 }
 
 /// Runs a setup procedure with exclusive access to the database: creates its tables and, with
@@ -195,7 +224,20 @@ pub fn call<P: Protocol>(
                     break req;
                 }
             };
-            Ok(procs.run(&req, worker).map(|()| vec![]))
+            // Run here rather than by `procs.run`, to answer what the transaction made: the new
+            // order's district and id, or the payment's history row.
+            let t = procs.tables();
+            Ok(match &req {
+                TpccRequest::NewOrder(input) => worker
+                    .execute(NEW_ORDER, |tx| new_order::run(tx, t, input))
+                    .map(|o| vec![Value::U64(input.d_id as u64), Value::U64(o.o_id as u64)]),
+                TpccRequest::Payment(input) => {
+                    let scratch = gens.terminal.scratch();
+                    worker
+                        .execute(PAYMENT, |tx| payment::run(tx, t, input, scratch))
+                        .map(|_| vec![Value::U64(input.history_key)])
+                }
+            })
         }
         _ if tpcc_terminal::NAMES.contains(&name) => {
             let (Some(procs), Some(hints)) = (&installed.tpcc, &installed.tpcc_hints) else {

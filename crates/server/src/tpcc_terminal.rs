@@ -63,6 +63,11 @@ impl TerminalState {
             scratch: Scratch::new(),
         }
     }
+
+    /// Scratch space for a transaction's lists (Payment's customers by last name too).
+    pub fn scratch(&mut self) -> &mut Scratch {
+        &mut self.scratch
+    }
 }
 
 fn in_range(args: &[Value], i: usize, what: &str, lo: u64, hi: u64) -> Result<u32, BadCall> {

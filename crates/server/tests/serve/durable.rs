@@ -69,3 +69,88 @@ fn a_durable_connection_runs_later_requests_while_earlier_commits_wait() {
     );
     s.shutdown(Duration::from_secs(5));
 }
+
+/// Runs `f` on a thread of its own and fails if it takes longer than `limit`: a server that
+/// never answers fails the test instead of hanging it.
+fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|e| panic!("{what}: no end within {limit:?} ({e})"))
+}
+
+/// Every protocol the server offers either serves durably — pipelined puts, an interactive
+/// transaction, a setup procedure that copies the database into a new generation, a stored
+/// procedure, then a clean stop and a restart that brings them all back — or is refused at start
+/// with the engine's reason, leaving the directory unused.
+#[test]
+fn every_protocol_serves_durably_across_a_restart_or_is_refused() {
+    let mut durable = Vec::new();
+    for &protocol in phasedb_server::PROTOCOLS {
+        if within(Duration::from_secs(30), protocol, move || {
+            restarts(protocol)
+        }) {
+            durable.push(protocol);
+        }
+    }
+    for protocol in ["occ", "2pl", "swisstm"] {
+        assert!(durable.contains(&protocol), "{protocol} is durable");
+    }
+}
+
+/// One protocol's run of the test above; false if it was refused.
+fn restarts(protocol: &'static str) -> bool {
+    use phasedb_client::Value;
+    let dir = TempDir::new(&format!("every-{protocol}"));
+    let s = match durable_server(protocol, &dir.0) {
+        Ok(s) => s,
+        Err(e) => {
+            assert!(
+                e.contains(&format!("protocol {protocol} does not support durability")),
+                "{e}"
+            );
+            assert!(!dir.0.join("CURRENT").exists(), "{protocol}");
+            return false;
+        }
+    };
+    let mut c = connect(&s);
+    let t = accounts(&mut c).id;
+    let puts: Vec<Request> = (0..64u64)
+        .map(|k| Request::Execute(vec![put(t, k, k as i64 * 10)]))
+        .collect();
+    for r in c.pipeline(&puts).unwrap() {
+        assert!(matches!(r, Response::Results(_)), "{protocol}: {r:?}");
+    }
+    let mut tx = c.begin().unwrap();
+    let read = tx.get(t, 1, &[0]).unwrap();
+    assert_eq!(read, Some(vec![Value::I64(10)]), "{protocol}");
+    tx.put(t, 100, vec![(0, Value::I64(11))]).unwrap();
+    tx.commit().unwrap();
+    let setup = [500u64, 2, 8].map(Value::U64).to_vec();
+    c.call_procedure("ycsb.setup", setup).unwrap();
+    let ycsb = [0, 1, 1, 0, 2, 1, 3, 0, 5].map(Value::U64).to_vec();
+    c.call_procedure("ycsb", ycsb.clone()).unwrap();
+    c.execute(vec![put(t, 101, 12)]).unwrap();
+    s.shutdown(Duration::from_secs(5));
+
+    let s = durable_server(protocol, &dir.0).expect("restarts");
+    let mut c = connect(&s);
+    for k in 0..64u64 {
+        assert_eq!(
+            balance(&mut c, t, k),
+            Some(k as i64 * 10),
+            "{protocol}: {k}"
+        );
+    }
+    assert_eq!(balance(&mut c, t, 100), Some(11), "{protocol}");
+    assert_eq!(balance(&mut c, t, 101), Some(12), "{protocol}");
+    c.call_procedure("ycsb", ycsb).unwrap();
+    s.shutdown(Duration::from_secs(5));
+    true
+}

@@ -5,6 +5,7 @@ mod connections;
 mod durable;
 mod frames;
 mod interactive;
+mod killed;
 mod one_shot;
 mod ordered;
 mod procedures;
