@@ -37,6 +37,9 @@ pub(crate) fn lock_inserts<P: Protocol<Meta: TidMeta>>(
     db: &Database<P>,
     guard: &Guard,
 ) -> TxResult<()> {
+    if !st.writes.iter().any(|w| w.kind == WriteKind::Insert) {
+        return Ok(());
+    }
     prefetch_placeholders(st, db);
     for w in 0..st.writes.len() {
         let entry = &st.writes[w];

@@ -181,6 +181,38 @@ fn release_all<const POLICY: u8>(st: &mut TxState<LockMeta>, db: &Database<TwoPl
     }
 }
 
+/// Locks the inserts' records (see [`commit::lock_inserts`]); a reused tombstone share-locked by
+/// readers that saw the key absent aborts the insert, which must not overtake them (fresh
+/// placeholders cannot have readers yet). Everything is released on failure.
+fn lock_inserts<const POLICY: u8>(
+    st: &mut TxState<LockMeta>,
+    db: &Database<TwoPl<POLICY>>,
+    guard: &Guard,
+) -> TxResult<()> {
+    if let Err(e) = commit::lock_inserts(st, db, guard) {
+        release_all(st, db);
+        return Err(e);
+    }
+    let read_by_others = st.locks.iter().any(|l| {
+        l.held
+            && !l.fresh
+            && st.writes[l.write as usize].kind == WriteKind::Insert
+            && l.rec
+                .meta(
+                    db.table(st.writes[l.write as usize].table).layout(),
+                    l.group as usize,
+                )
+                .readers
+                .load(Ordering::SeqCst)
+                != holds_shared(st, l.rec, l.group) as u32
+    });
+    if read_by_others {
+        release_all(st, db);
+        return Err(TxError::Conflict(Conflict::WriteLocked));
+    }
+    Ok(())
+}
+
 impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
     const NAME: &'static str = match POLICY {
         NO_WAIT => "2pl-nowait",
@@ -329,28 +361,8 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
 
     fn commit(st: &mut TxState<LockMeta>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()> {
         let db = ctx.db;
-        if let Err(e) = commit::lock_inserts(st, db, ctx.guard) {
-            release_all(st, db);
-            return Err(e);
-        }
-        // A reused tombstone may be share-locked by readers that saw the key absent: the insert must
-        // not overtake them (fresh placeholders cannot have readers yet).
-        let read_by_others = st.locks.iter().any(|l| {
-            l.held
-                && !l.fresh
-                && st.writes[l.write as usize].kind == WriteKind::Insert
-                && l.rec
-                    .meta(
-                        db.table(st.writes[l.write as usize].table).layout(),
-                        l.group as usize,
-                    )
-                    .readers
-                    .load(Ordering::SeqCst)
-                    != holds_shared(st, l.rec, l.group) as u32
-        });
-        if read_by_others {
-            release_all(st, db);
-            return Err(TxError::Conflict(Conflict::WriteLocked));
+        if st.writes.iter().any(|w| w.kind == WriteKind::Insert) {
+            lock_inserts(st, db, ctx.guard)?;
         }
         st.locks.sort_unstable_by_key(LockEntry::order);
         if !(st.misses.is_empty() && st.scans.is_empty()) {
