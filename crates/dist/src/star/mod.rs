@@ -45,6 +45,7 @@ pub mod layout;
 pub mod msg;
 pub mod node;
 pub mod phase;
+mod recover;
 pub mod replicate;
 pub(crate) mod requests;
 pub mod serve;
@@ -52,5 +53,6 @@ pub mod stats;
 
 pub use layout::{Layout, LayoutError};
 pub use msg::{Answer, Outcome, PartitionDigest, Phase, PhaseKind, Query, StarMsg};
-pub use node::{StarNode, StarSettings, open_database};
-pub use stats::StarStats;
+pub use node::{StarNode, StarSettings, open_database, open_empty_database};
+pub use recover::CHUNK_BYTES;
+pub use stats::{RecoveryStats, StarStats};

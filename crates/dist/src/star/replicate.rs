@@ -184,6 +184,21 @@ impl Outbox {
         self.sent = sent;
     }
 
+    /// Restarted node `node` holds its partitions again (`layout` lists it): regroups as
+    /// [`Outbox::regroup`] does, and numbers batches to `node` from 1 again, as its inbox is new.
+    pub(crate) fn rejoin<T: Transport<StarMsg>>(
+        &mut self,
+        net: &mut T,
+        me: Addr,
+        node: Addr,
+        layout: &Layout,
+        phase: Phase,
+        counts: &mut ReplicationCounts,
+    ) {
+        self.regroup(net, me, layout, phase, counts);
+        self.sent[node as usize] = 0;
+    }
+
     /// The number of the last batch sent to `to` (0: none).
     pub(crate) fn sent_through(&self, to: Addr) -> u64 {
         self.sent[to as usize]
@@ -245,6 +260,21 @@ impl Inbox {
         }
         undo.retain(|(sender, p, _)| *sender != from || *p < phase);
         restored
+    }
+
+    /// Restarted node `node` numbers its batches from 1 again: forgets its old stream.
+    pub(crate) fn rejoin(&mut self, node: Addr) {
+        self.applied[node as usize] = 0;
+        self.early.retain(|&(sender, _), _| sender != node);
+        if let Some(undo) = &mut self.undo {
+            undo.retain(|(sender, _, _)| *sender != node);
+        }
+    }
+
+    /// On a restarted node joining at `phase`: drops batches held from before it (sent to the
+    /// node's previous incarnation, under old numbers).
+    pub(crate) fn purge_before(&mut self, phase: Phase) {
+        self.early.retain(|_, (p, _)| *p >= phase);
     }
 
     /// Takes batch `seq` from `from`: applies it and any held batches that follow it if it is the
