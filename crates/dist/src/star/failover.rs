@@ -237,6 +237,9 @@ where
         phase: Phase,
         view: u64,
     ) {
+        if self.stale_failure(node, view) {
+            return;
+        }
         self.liveness.view = self.liveness.view.max(view);
         if node == self.me || self.layout.is_failed(node) {
             return;

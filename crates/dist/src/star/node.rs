@@ -28,7 +28,6 @@ use phasedb_net::{Addr, Node, ReplicationSync, StarConfig, Transport};
 use phasedb_txn::{Config, Database, PartitionId, Procedures, Star, StarMode, Touched, Worker};
 
 use crate::star::failover::Liveness;
-use crate::star::recover::Recovery;
 use crate::star::fence::Fence;
 use crate::star::layout::{Layout, LayoutError};
 use crate::star::msg::{
@@ -36,6 +35,7 @@ use crate::star::msg::{
     StarMsg,
 };
 use crate::star::phase::{Coordinator, PhaseClock};
+use crate::star::recover::Recovery;
 use crate::star::replicate::{Inbox, Outbox};
 use crate::star::requests::{MAX_QUEUED, Origin, Pending, Queues, Route, answer, route};
 use crate::star::stats::{

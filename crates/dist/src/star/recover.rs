@@ -89,6 +89,9 @@ pub(crate) struct Recovery {
     held_begin: Option<Phase>,
     /// Restarted nodes announced recovered, taken in at the next begin.
     recovered: Vec<Addr>,
+    /// Per node, the view of the last rejoin it was told of: an announcement of a failure it
+    /// had before (with a view not above) is stale.
+    rejoined_at: Vec<u64>,
     /// On a restarted node: the rejoin it was told of (its phase and view).
     joining: Option<(Phase, u64)>,
     /// On a restarted node: partitions still being copied.
@@ -107,6 +110,7 @@ impl Recovery {
             incarnations: vec![None; nodes as usize],
             last_hello: None,
             rejoins: Vec::new(),
+            rejoined_at: vec![0; nodes as usize],
             held_begin: None,
             recovered: Vec::new(),
             joining: None,
@@ -212,8 +216,7 @@ where
             view: self.liveness.view,
             layout: Box::new(layout),
         };
-        for n in (0..nodes as Addr).filter(|&n| n != self.me && (n == node || !acked[n as usize]))
-        {
+        for n in (0..nodes as Addr).filter(|&n| n != self.me && (n == node || !acked[n as usize])) {
             net.send_copy(n, &msg);
         }
     }
@@ -238,9 +241,15 @@ where
             self.become_secondary(layout);
             return;
         }
-        if self.phase >= phase {
+        if self.phase >= phase || node >= self.layout.nodes() {
             return;
         }
+        if !self.layout.is_failed(node) {
+            // Its failure's announcement is still on the way: it would come after the rejoin.
+            self.on_failed(net, node, phase - 1, view);
+        }
+        let at = &mut self.recovery.rejoined_at[node as usize];
+        *at = (*at).max(view);
         if !self.recovery.rejoins.iter().any(|r| r.0 == node) {
             self.recovery.rejoins.push((node, phase, Vec::new()));
         }
@@ -254,7 +263,8 @@ where
             self.coordinator = None;
             self.sm_worker = None;
         }
-        self.masters.retain(|m| layout.primary(m.partition) == self.me);
+        self.masters
+            .retain(|m| layout.primary(m.partition) == self.me);
         self.mastered = self.masters.iter().map(|m| m.partition).collect();
         if self.queues.queued() == 0 {
             self.queues = Queues::new(self.masters.len());
@@ -271,6 +281,14 @@ where
             Some((p, _)) => phase >= p,
             None => phase == 1 && self.recovery.stats.started_ns == 0,
         }
+    }
+
+    /// Whether the announcement that `node` failed, as failure number `view`, predates its rejoin.
+    pub(crate) fn stale_failure(&self, node: Addr, view: u64) -> bool {
+        self.recovery
+            .rejoined_at
+            .get(node as usize)
+            .is_some_and(|&at| view <= at)
     }
 
     /// On the coordinator: node `from` will take `node` back at the rejoin's phase.
@@ -402,7 +420,9 @@ where
         if p >= self.layout.partitions() || !self.layout.replicas(p).contains(&self.me) {
             return;
         }
-        self.recovery.jobs.retain(|j| j.to != to || j.partition != p);
+        self.recovery
+            .jobs
+            .retain(|j| j.to != to || j.partition != p);
         self.recovery.jobs.push_back(Job {
             to,
             partition: p,
@@ -415,12 +435,11 @@ where
     /// On a source: sends at most one chunk of the first copy in progress (called between slices
     /// of transactions, so copies share the node's thread with its work).
     pub(crate) fn copy_out<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        // Jobs to a node that fails again are dropped when its failure is announced; one asked
+        // for before this node took the restarted node back is served.
         let Some(mut job) = self.recovery.jobs.pop_front() else {
             return;
         };
-        if self.layout.is_failed(job.to) {
-            return;
-        }
         let tables = self.db.tables().len() as u32;
         let workload = self.workload;
         let buf = &mut self.recovery.buf;
