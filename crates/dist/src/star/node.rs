@@ -463,6 +463,9 @@ where
         if let Some(c) = &mut self.coordinator {
             c.on_begin(phase);
         }
+        // Batches that came before this node's first phase.
+        self.inbox
+            .retry_blocked(self.db, &mut self.replication, |_, _| {});
     }
 
     /// The coordinator begins `phase` everywhere.
@@ -727,15 +730,21 @@ where
                 seq,
                 bytes,
             } if from_node => {
-                self.inbox.receive_of(
-                    self.db,
-                    from,
-                    seq,
-                    batch_phase,
-                    bytes,
-                    &mut self.replication,
-                );
-                self.try_end_fence(net);
+                if self.phase == 0 {
+                    // Not a member yet: applied once it begins its first phase (a restarted
+                    // node drops what was sent to its previous incarnation first).
+                    self.inbox.hold(from, seq, batch_phase, bytes);
+                } else {
+                    self.inbox.receive_of(
+                        self.db,
+                        from,
+                        seq,
+                        batch_phase,
+                        bytes,
+                        &mut self.replication,
+                    );
+                    self.try_end_fence(net);
+                }
             }
             StarMsg::Failed { node, phase, view } if self.controls(from) => {
                 self.on_failed(net, node, phase, view)
@@ -794,8 +803,10 @@ where
     fn on_tick<T: Transport<StarMsg>>(&mut self, net: &mut T) {
         self.watch(net);
         let mut advanced = false;
-        self.inbox
-            .retry_blocked(self.db, &mut self.replication, |_, _| advanced = true);
+        if self.phase > 0 {
+            self.inbox
+                .retry_blocked(self.db, &mut self.replication, |_, _| advanced = true);
+        }
         if advanced {
             self.try_end_fence(net);
         }

@@ -270,6 +270,15 @@ where
             self.queues = Queues::new(self.masters.len());
         }
         self.outbox = Outbox::new(self.me, &layout);
+        let held = layout.held(self.me);
+        let workload = self.workload;
+        for t in 0..self.db.tables().len() as u32 {
+            self.db.forget_rows(t, |key| {
+                workload
+                    .partition_of(t, key)
+                    .is_some_and(|p| held.contains(&p))
+            });
+        }
         self.layout = layout;
     }
 

@@ -300,14 +300,23 @@ impl Inbox {
         bytes: Vec<u8>,
         counts: &mut ReplicationCounts,
     ) {
+        if self.hold(from, seq, phase, bytes) {
+            self.drain(db, from, counts);
+        }
+    }
+
+    /// Keeps batch `seq` of phase `phase` from `from` without applying anything (a node not yet
+    /// a member: [`Inbox::retry_blocked`] applies it later); false if it is from outside the
+    /// cluster or already applied.
+    pub(crate) fn hold(&mut self, from: Addr, seq: u64, phase: Phase, bytes: Vec<u8>) -> bool {
         let Some(&done) = self.applied.get(from as usize) else {
-            return;
+            return false;
         };
         if seq <= done {
-            return;
+            return false;
         }
         self.early.insert((from, seq), (phase, bytes));
-        self.drain(db, from, counts);
+        true
     }
 
     /// Applies `from`'s batches that are next in its order, stopping at one a held lock blocked

@@ -73,6 +73,31 @@ impl Database<Star> {
         rows
     }
 
+    /// Makes every row of table `t` whose key passes `keep` absent, at TID 0, so that any copy
+    /// or replication record of it lands: what a restarted node that loaded its partitions as
+    /// configured does before it copies them from live replicas (rows deleted since the load must
+    /// not survive). Only while nothing else runs on the rows. Returns the rows forgotten.
+    pub fn forget_rows(&self, t: TableId, mut keep: impl FnMut(u64) -> bool) -> usize {
+        let table = self.table(t);
+        let (schema, layout) = (table.schema(), table.layout());
+        let guard = phasedb_storage::pin();
+        let mut rows = 0;
+        table.for_each(&guard, |key, rec| {
+            if !keep(key) {
+                return;
+            }
+            rows += 1;
+            for g in 0..schema.groups().len() {
+                let meta = rec.meta(layout, g);
+                let word = meta.load();
+                if word & LOCK == 0 && meta.try_lock(word) {
+                    meta.publish(ABSENT);
+                }
+            }
+        });
+        rows
+    }
+
     /// Installs the records of `bytes` (from [`Database::copy_part`]) with the Thomas write rule
     /// per column group: a group takes a record unless it holds a later TID, or is being unlinked
     /// (deleted by a later write). Records at TID 0 (rows as loaded) are accepted. The whole
