@@ -279,6 +279,7 @@ where
     /// Every counter (`phase` is the last batch finished here).
     pub fn stats(&self) -> StarStats {
         StarStats {
+            recovery: Default::default(),
             idle: self.is_idle(),
             node: self.me,
             phase: self.finished,

@@ -164,7 +164,10 @@ where
         let ty = self.workload.txn_type(&pending.req);
         let kind = PhaseKind::of(self.phase);
         let mode = match kind {
-            PhaseKind::Partitioned if self.settings.hybrid_replication => {
+            // §7.2: only value replication while a restarted node recovers.
+            PhaseKind::Partitioned
+                if self.settings.hybrid_replication && self.layout.recovering().is_empty() =>
+            {
                 ReplicationMode::Operation
             }
             _ => ReplicationMode::Value,

@@ -33,8 +33,8 @@
 //!   announcement may arrive after its first start fence). With no other full replica alive,
 //!   every node stops and says why ([`StarNode::lost`]).
 //!
-//! What it does not do yet: falling back to Dist-OCC when no full replica is alive (§7.2), and
-//! recovery of a restarted node.
+//! What it does not do yet: falling back to Dist-OCC when no full replica is alive (§7.2). A
+//! restarted node's recovery is in `recover`.
 
 use std::collections::VecDeque;
 
@@ -108,6 +108,13 @@ impl Liveness {
         self.last_watch = Some(now);
     }
 
+    /// Restarted node `node` is a member again: its silence is timed from `now`.
+    pub(crate) fn rejoin(&mut self, node: Addr, now: u64) {
+        if let Some(t) = self.last_heard.get_mut(node as usize) {
+            *t = Some(now);
+        }
+    }
+
     fn silent_since(&self, node: Addr, now: u64) -> bool {
         self.last_heard[node as usize].is_some_and(|t| now.saturating_sub(t) > self.timeout_ns)
     }
@@ -121,6 +128,7 @@ where
     /// On each tick: sends a heartbeat when one is due and, on the coordinator, declares failed
     /// every node silent past the timeout.
     pub(crate) fn watch<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        self.say_hello(net);
         let now = net.now();
         let coordinator = self.layout.coordinator();
         let due = self
@@ -134,6 +142,10 @@ where
                     net.send(n, StarMsg::Heartbeat);
                 }
             }
+        }
+        if self.phase == 0 {
+            // Not a member yet (starting, or restarted and waiting to rejoin): nobody is timed.
+            return;
         }
         self.liveness.look(now);
         if self.me != coordinator {
@@ -165,7 +177,8 @@ where
     /// The full replica that takes over if the coordinator fails: the next live one (§7.2).
     pub(crate) fn successor(&self) -> Option<Addr> {
         let c = self.layout.coordinator();
-        (0..self.layout.full_replicas()).find(|&n| n != c && !self.layout.is_failed(n))
+        (0..self.layout.full_replicas())
+            .find(|&n| n != c && !self.layout.is_failed(n) && !self.layout.is_recovering(n))
     }
 
     /// Whether phase control from `from` is obeyed: from the coordinator, or from its successor
@@ -177,7 +190,7 @@ where
     /// This node, the coordinator's successor, becomes coordinator (§7.2: "the next available
     /// node with a full copy of the database becomes the coordinator node") and announces the
     /// old one failed; the phase in progress goes on under it.
-    fn take_over<T: Transport<StarMsg>>(&mut self, net: &mut T, old: Addr) {
+    pub(crate) fn take_over<T: Transport<StarMsg>>(&mut self, net: &mut T, old: Addr) {
         let mut c = Coordinator::new(
             self.layout.nodes(),
             self.layout.iteration().as_nanos() as u64,
@@ -206,7 +219,7 @@ where
     }
 
     /// On the coordinator: `node` failed in the current phase; tells every live node, then acts.
-    fn declare_failed<T: Transport<StarMsg>>(&mut self, net: &mut T, node: Addr) {
+    pub(crate) fn declare_failed<T: Transport<StarMsg>>(&mut self, net: &mut T, node: Addr) {
         let view = self.liveness.view + 1;
         let phase = self.phase;
         for n in self.live_others().filter(|&n| n != node) {
@@ -224,6 +237,9 @@ where
         phase: Phase,
         view: u64,
     ) {
+        if self.stale_failure(node, view) {
+            return;
+        }
         self.liveness.view = self.liveness.view.max(view);
         if node == self.me || self.layout.is_failed(node) {
             return;
@@ -250,6 +266,7 @@ where
         if let Some(c) = &mut self.coordinator {
             c.on_failure(node);
         }
+        self.recovery_on_failure(net, node);
         self.try_end_fence(net);
     }
 

@@ -72,6 +72,13 @@ impl Fence {
         self.ended = false;
     }
 
+    /// Restarted node `node` is a member again: the fence waits for it.
+    pub(crate) fn on_rejoin(&mut self, node: Addr) {
+        if let Some(f) = self.failed.get_mut(node as usize) {
+            *f = false;
+        }
+    }
+
     /// The start fence of the current phase arrived.
     pub(crate) fn start(&mut self) {
         self.started = true;
@@ -142,6 +149,13 @@ impl EndFences {
             *f = true;
         }
         self.reports.fill(None);
+    }
+
+    /// Restarted node `node` is a member again: its end fences are awaited.
+    pub(crate) fn on_rejoin(&mut self, node: Addr) {
+        if let Some(f) = self.failed.get_mut(node as usize) {
+            *f = false;
+        }
     }
 
     /// Starts collecting for `phase`.

@@ -16,6 +16,8 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use phasedb_net::{Addr, ClusterConfig, StarConfig};
 use phasedb_txn::PartitionId;
 
@@ -29,7 +31,7 @@ fn refuse(msg: impl Into<String>) -> LayoutError {
 }
 
 /// A validated placement of partitions on nodes, with the run's iteration time and workers.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Layout {
     nodes: u32,
     full_replicas: u32,
@@ -40,6 +42,13 @@ pub struct Layout {
     holders: Vec<Vec<Addr>>,
     /// Nodes declared failed (§7.1), in the order they failed.
     failed: Vec<Addr>,
+    /// The placement as configured, before any failure: what a restarted node holds again.
+    original: Vec<Vec<Addr>>,
+    /// The node that switches phases and runs the single-master phase.
+    coordinator: Addr,
+    /// Restarted nodes still copying their partitions (§7.2): they hold their partitions as
+    /// secondaries but are neither re-mastered onto nor made coordinator.
+    recovering: Vec<Addr>,
 }
 
 impl Layout {
@@ -58,8 +67,11 @@ impl Layout {
             replicas: r,
             workers: star.workers,
             iteration: star.iteration(),
+            original: holders.clone(),
             holders,
             failed: Vec::new(),
+            coordinator: 0,
+            recovering: Vec::new(),
         })
     }
 
@@ -106,12 +118,45 @@ impl Layout {
     /// that has not failed (§7.2: "the next available node with a full copy"); `None` once every
     /// full replica failed.
     pub fn live_coordinator(&self) -> Option<Addr> {
-        (0..self.full_replicas).find(|n| !self.failed.contains(n))
+        (0..self.full_replicas).find(|n| !self.failed.contains(n) && !self.recovering.contains(n))
     }
 
-    /// The coordinator: [`Layout::live_coordinator`], or node 0 once no full replica is left.
+    /// The coordinator: node 0, then after each failure of the coordinator
+    /// [`Layout::live_coordinator`] (node 0 once no full replica is left). A restarted coordinator
+    /// does not take its role back: the role moves only when its holder fails.
     pub fn coordinator(&self) -> Addr {
-        self.live_coordinator().unwrap_or(0)
+        self.coordinator
+    }
+
+    /// Whether `node` restarted and is still copying its partitions (§7.2).
+    pub fn is_recovering(&self, node: Addr) -> bool {
+        self.recovering.contains(&node)
+    }
+
+    /// The restarted nodes still copying their partitions.
+    pub fn recovering(&self) -> &[Addr] {
+        &self.recovering
+    }
+
+    /// Failed node `node` restarted (§7.2): it holds the partitions of its configured placement
+    /// again, as the last secondary of each (partitions stay mastered where fail-over put them),
+    /// and is recovering until [`Layout::recovered`]. No-op for a node not failed.
+    pub fn rejoin(&mut self, node: Addr) {
+        let Some(at) = self.failed.iter().position(|&n| n == node) else {
+            return;
+        };
+        self.failed.remove(at);
+        self.recovering.push(node);
+        for (p, holders) in self.holders.iter_mut().enumerate() {
+            if self.original[p].contains(&node) && !holders.contains(&node) {
+                holders.push(node);
+            }
+        }
+    }
+
+    /// Restarted node `node` has copied every partition it holds: it is a secondary like any.
+    pub fn recovered(&mut self, node: Addr) {
+        self.recovering.retain(|&n| n != node);
     }
 
     /// The nodes declared failed, in the order they failed.
@@ -134,20 +179,30 @@ impl Layout {
             return Ok(Vec::new());
         }
         self.failed.push(node);
+        self.recovering.retain(|&n| n != node);
+        if node == self.coordinator {
+            self.coordinator = self.live_coordinator().unwrap_or(0);
+        }
         let full = self.full_replicas;
+        let recovering = &self.recovering;
         let mut moved = Vec::new();
         for (p, holders) in self.holders.iter_mut().enumerate() {
             let Some(at) = holders.iter().position(|&n| n == node) else {
                 continue;
             };
             holders.remove(at);
-            if holders.is_empty() {
+            if holders.iter().all(|n| recovering.contains(n)) {
                 return Err(refuse(format!(
                     "partition {p} has no live copy left after node {node} failed"
                 )));
             }
             if at == 0 {
-                let new = holders.iter().position(|&n| n < full).unwrap_or(0);
+                let whole = |n: &Addr| !recovering.contains(n);
+                let new = holders
+                    .iter()
+                    .position(|n| *n < full && whole(n))
+                    .or_else(|| holders.iter().position(whole))
+                    .unwrap_or(0);
                 holders.swap(0, new);
                 moved.push((p as PartitionId, holders[0]));
             }

@@ -14,6 +14,8 @@
 //! - `fence`: the replication fence between phases (§4.3, Figure 4).
 //! - `failover`: heartbeats, failed nodes, taking back an interrupted phase's writes and
 //!   re-mastering (§7.1, §7.2).
+//! - `recover`: a restarted node rejoins, copies its partitions from live replicas beside the
+//!   replication stream, and goes back to being a secondary (§7.2).
 //! - [`replicate`]: operation and value replication streams, applied in stream order (§5.2).
 //! - `requests`: routing, queues, and results held until their phase ends (§4, §7.1).
 //! - `read_committed`: read-only requests a client sends to any replica, run there at once at
@@ -30,10 +32,10 @@
 //! the coordinator, and a fence between phases after which every replica of every partition holds
 //! every write of the phase; a client hears of a transaction only after that fence. What it
 //! assumes: fail-stop failures (detected by heartbeats; a failed coordinator is replaced by the
-//! next live full replica, see `failover`) and a network that loses nothing between live nodes;
-//! the recovery of a restarted node and the Dist-OCC fall-back with no full replica (§7.2) are not
-//! built. What it does not do yet: worker threads per node (the layout records `workers`, but a
-//! node runs its transactions inline on its event-loop thread).
+//! next live full replica, see `failover`; a restarted node recovers, see `recover`) and a
+//! network that loses nothing between live nodes; the Dist-OCC fall-back with no full replica
+//! (§7.2) is not built. What it does not do yet: worker threads per node (the layout records
+//! `workers`, but a node runs its transactions inline on its event-loop thread).
 
 pub mod baselines;
 pub mod bench;
@@ -47,6 +49,7 @@ pub mod msg;
 pub mod node;
 pub mod phase;
 mod read_committed;
+mod recover;
 pub mod replicate;
 pub(crate) mod requests;
 pub mod serve;
@@ -54,5 +57,6 @@ pub mod stats;
 
 pub use layout::{Layout, LayoutError, spread_placement};
 pub use msg::{Answer, Outcome, PartitionDigest, Phase, PhaseKind, Query, StarMsg};
-pub use node::{StarNode, StarSettings, open_database};
-pub use stats::StarStats;
+pub use node::{StarNode, StarSettings, open_database, open_empty_database};
+pub use recover::CHUNK_BYTES;
+pub use stats::{RecoveryStats, StarStats};

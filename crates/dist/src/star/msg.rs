@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::star::layout::Layout;
 use crate::star::stats::StarStats;
 use phasedb_check::History;
 use phasedb_net::Addr;
@@ -349,6 +350,54 @@ pub enum StarMsg {
         phase: Phase,
         /// Failures announced so far, this one included.
         view: u64,
+    },
+    /// STAR: "I am starting" (§7.2), to every other node at start and every heartbeat until a
+    /// phase began. A node heard from before under another incarnation, or declared failed, has
+    /// restarted (see `recover`).
+    Hello {
+        /// Differs from one start of the node to the next.
+        incarnation: u64,
+    },
+    /// STAR: coordinator to every live node and to the restarted node `node`: it holds its
+    /// partitions again from phase `phase` on, recovering (§7.2).
+    Rejoin {
+        /// The restarted node.
+        node: u32,
+        /// The phase from whose begin it is a member again.
+        phase: Phase,
+        /// Failures announced so far.
+        view: u64,
+        /// The layout from that phase on (for the restarted node).
+        layout: Box<Layout>,
+    },
+    /// STAR: live node to coordinator, it will take `node` back at the rejoin's phase.
+    RejoinAck {
+        /// The restarted node.
+        node: u32,
+    },
+    /// STAR: restarted node to a live replica, send me a copy of `partition` (§7.2).
+    CopyRequest {
+        /// The partition.
+        partition: PartitionId,
+    },
+    /// STAR: live replica to restarted node, rows of `partition` as replication records with
+    /// their TIDs; chunks are numbered from 1 and the last says so.
+    CopyChunk {
+        /// The partition.
+        partition: PartitionId,
+        /// The chunk's number.
+        seq: u64,
+        /// Whether it is the last.
+        last: bool,
+        /// The rows.
+        #[serde(with = "serde_bytes")]
+        bytes: Vec<u8>,
+    },
+    /// STAR: restarted node `node` to the coordinator, every partition is copied; then
+    /// coordinator to every node, recovery mode for `node` ends at the next phase.
+    Recovered {
+        /// The restarted node.
+        node: u32,
     },
 }
 

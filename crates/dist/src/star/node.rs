@@ -35,6 +35,7 @@ use crate::star::msg::{
     StarMsg,
 };
 use crate::star::phase::{Coordinator, PhaseClock};
+use crate::star::recover::Recovery;
 use crate::star::replicate::{Inbox, Outbox};
 use crate::star::requests::{MAX_QUEUED, Origin, Pending, Queues, Route, answer, route};
 use crate::star::stats::{
@@ -68,6 +69,10 @@ pub struct StarSettings {
     pub heartbeat_ns: u64,
     /// Silence after which the coordinator declares a node failed (ns, §7.1).
     pub failure_timeout_ns: u64,
+    /// This start of the node, different from its previous ones (a process uses the wall clock
+    /// at start): how the others tell a restarted node that they have not declared failed yet
+    /// from one they know (§7.2, see `recover`).
+    pub incarnation: u64,
 }
 
 impl Default for StarSettings {
@@ -84,6 +89,7 @@ impl Default for StarSettings {
             group_commit_ns: 10_000_000,
             heartbeat_ns: 50_000_000,
             failure_timeout_ns: 1_000_000_000,
+            incarnation: 0,
         }
     }
 }
@@ -123,6 +129,26 @@ pub fn open_database<W: Procedures>(
     for p in layout.held(me) {
         workload.load_partition(&db, p);
     }
+    workload.load_shared(&db);
+    Ok(db)
+}
+
+/// Opens node `me`'s database as [`open_database`] does, but with none of its partitions loaded
+/// (only the rows that belong to no partition): the database of a node that restarts into a
+/// running cluster, which copies its partitions from live replicas (§7.2, see `recover`).
+pub fn open_empty_database<W: Procedures>(
+    workload: &mut W,
+    layout: &Layout,
+    me: Addr,
+    record_history: bool,
+) -> Result<Database<Star>, LayoutError> {
+    check_fit(workload, layout, me)?;
+    let mut db = Database::<Star>::open(Config {
+        record_history,
+        epoch_interval: Duration::ZERO,
+        ..Config::default()
+    });
+    workload.create_tables(&mut db);
     workload.load_shared(&db);
     Ok(db)
 }
@@ -244,6 +270,7 @@ pub struct StarNode<'db, W: Procedures> {
     pub(crate) replication: ReplicationCounts,
     pub(crate) requests: RequestCounts,
     pub(crate) liveness: Liveness,
+    pub(crate) recovery: Recovery,
 }
 
 impl<'db, W> StarNode<'db, W>
@@ -306,6 +333,7 @@ where
                 settings.heartbeat_ns,
                 settings.failure_timeout_ns,
             ),
+            recovery: Recovery::new(layout.nodes(), settings.incarnation),
             queues: Queues::new(masters.len()),
             report: PhaseReport::default(),
             types: workload
@@ -388,6 +416,7 @@ where
                 queued: self.queues.queued() as u64,
                 ..self.requests
             },
+            recovery: self.recovery.stats,
         }
     }
 
@@ -418,12 +447,13 @@ where
 
     /// Phase `phase` begins here: the phase before it ended everywhere, so its results go out.
     fn begin<T: Transport<StarMsg>>(&mut self, net: &mut T, phase: Phase, length_ns: u64) {
-        if phase <= self.phase {
+        if phase <= self.phase || !self.may_enter(phase) {
             return;
         }
         self.release(net);
         self.phase = phase;
         self.inbox.forget_before(phase);
+        self.rejoin_at_begin(net, phase);
         self.adopt_partitions();
         self.clock.begin(net.now(), length_ns);
         self.fence.reset(phase);
@@ -436,10 +466,13 @@ where
         if let Some(c) = &mut self.coordinator {
             c.on_begin(phase);
         }
+        // Batches that came before this node's first phase.
+        self.inbox
+            .retry_blocked(self.db, &mut self.replication, |_, _| {});
     }
 
     /// The coordinator begins `phase` everywhere.
-    fn begin_everywhere<T: Transport<StarMsg>>(&mut self, net: &mut T, phase: Phase) {
+    pub(crate) fn begin_everywhere<T: Transport<StarMsg>>(&mut self, net: &mut T, phase: Phase) {
         let queued_cross = self.queues.cross.len() as u64;
         let Some(c) = &self.coordinator else {
             return;
@@ -512,7 +545,7 @@ where
         let Some(c) = &mut self.coordinator else {
             return;
         };
-        if c.on_end_fence(phase, from, report, exec_ns, now) {
+        if c.on_end_fence(phase, from, report, exec_ns, now) && self.may_begin(phase + 1) {
             self.begin_everywhere(net, phase + 1);
         }
     }
@@ -538,7 +571,7 @@ where
         if self.coordinator.is_none() {
             return self.fence_when_due(net);
         }
-        if self.phase == 0 {
+        if self.phase == 0 && self.all_said_hello() {
             self.begin_everywhere(net, 1);
         }
         if !self.executing() {
@@ -655,8 +688,22 @@ where
 {
     type Msg = StarMsg;
 
+    fn on_start<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        self.say_hello(net);
+    }
+
     fn on_message<T: Transport<StarMsg>>(&mut self, net: &mut T, from: Addr, msg: StarMsg) {
         let from_node = from < self.layout.nodes();
+        // A restarted node is still failed here until it rejoins (`recover`).
+        match msg {
+            StarMsg::Hello { incarnation } if from_node => {
+                return self.on_hello(net, from, incarnation);
+            }
+            StarMsg::CopyRequest { partition } if from_node => {
+                return self.on_copy_request(from, partition);
+            }
+            _ => {}
+        }
         if from_node {
             if self.layout.is_failed(from) {
                 // Fail-stop (§7.1): what a failed node still had in flight is ignored.
@@ -686,19 +733,41 @@ where
                 seq,
                 bytes,
             } if from_node => {
-                self.inbox.receive_of(
-                    self.db,
-                    from,
-                    seq,
-                    batch_phase,
-                    bytes,
-                    &mut self.replication,
-                );
-                self.try_end_fence(net);
+                if self.phase == 0 {
+                    // Not a member yet: applied once it begins its first phase (a restarted
+                    // node drops what was sent to its previous incarnation first).
+                    self.inbox.hold(from, seq, batch_phase, bytes);
+                } else {
+                    self.inbox.receive_of(
+                        self.db,
+                        from,
+                        seq,
+                        batch_phase,
+                        bytes,
+                        &mut self.replication,
+                    );
+                    self.try_end_fence(net);
+                }
             }
             StarMsg::Failed { node, phase, view } if self.controls(from) => {
                 self.on_failed(net, node, phase, view)
             }
+            StarMsg::Rejoin {
+                node,
+                phase,
+                view,
+                layout,
+            } if self.controls(from) || node == self.me => {
+                self.on_rejoin(net, node, phase, view, *layout)
+            }
+            StarMsg::RejoinAck { node } if from_node => self.on_rejoin_ack(net, from, node),
+            StarMsg::CopyChunk {
+                partition,
+                seq,
+                last,
+                bytes,
+            } if from_node => self.on_copy_chunk(net, from, partition, seq, last, &bytes),
+            StarMsg::Recovered { node } if from_node => self.on_recovered(net, from, node),
             StarMsg::Request { rid, body } => {
                 self.requests.received += 1;
                 self.on_request(net, Origin::Client { addr: from, rid }, body);
@@ -741,17 +810,20 @@ where
     fn on_tick<T: Transport<StarMsg>>(&mut self, net: &mut T) {
         self.watch(net);
         let mut advanced = false;
-        self.inbox
-            .retry_blocked(self.db, &mut self.replication, |_, _| advanced = true);
+        if self.phase > 0 {
+            self.inbox
+                .retry_blocked(self.db, &mut self.replication, |_, _| advanced = true);
+        }
         if advanced {
             self.try_end_fence(net);
         }
         self.drive_phases(net);
         self.run_slice(net);
+        self.copy_out(net);
         self.drive_phases(net);
     }
 
     fn busy(&self) -> bool {
-        self.executing() && self.has_work()
+        (self.executing() && self.has_work()) || self.recovery.copying_out()
     }
 }

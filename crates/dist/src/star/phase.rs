@@ -183,6 +183,11 @@ impl Coordinator {
         self.end_fences.on_failure(node);
     }
 
+    /// Restarted node `node` is a member again: its end fences are awaited.
+    pub(crate) fn on_rejoin(&mut self, node: Addr) {
+        self.end_fences.on_rejoin(node);
+    }
+
     /// Phase `phase` began on the coordinator.
     pub(crate) fn on_begin(&mut self, phase: Phase) {
         self.end_fences.reset(phase);

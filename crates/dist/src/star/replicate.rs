@@ -184,6 +184,21 @@ impl Outbox {
         self.sent = sent;
     }
 
+    /// Restarted node `node` holds its partitions again (`layout` lists it): regroups as
+    /// [`Outbox::regroup`] does, and numbers batches to `node` from 1 again, as its inbox is new.
+    pub(crate) fn rejoin<T: Transport<StarMsg>>(
+        &mut self,
+        net: &mut T,
+        me: Addr,
+        node: Addr,
+        layout: &Layout,
+        phase: Phase,
+        counts: &mut ReplicationCounts,
+    ) {
+        self.regroup(net, me, layout, phase, counts);
+        self.sent[node as usize] = 0;
+    }
+
     /// The number of the last batch sent to `to` (0: none).
     pub(crate) fn sent_through(&self, to: Addr) -> u64 {
         self.sent[to as usize]
@@ -247,6 +262,21 @@ impl Inbox {
         restored
     }
 
+    /// Restarted node `node` numbers its batches from 1 again: forgets its old stream.
+    pub(crate) fn rejoin(&mut self, node: Addr) {
+        self.applied[node as usize] = 0;
+        self.early.retain(|&(sender, _), _| sender != node);
+        if let Some(undo) = &mut self.undo {
+            undo.retain(|(sender, _, _)| *sender != node);
+        }
+    }
+
+    /// On a restarted node joining at `phase`: drops batches held from before it (sent to the
+    /// node's previous incarnation, under old numbers).
+    pub(crate) fn purge_before(&mut self, phase: Phase) {
+        self.early.retain(|_, (p, _)| *p >= phase);
+    }
+
     /// Takes batch `seq` from `from`: applies it and any held batches that follow it if it is the
     /// next one, else holds it. A batch from outside the cluster or already applied is ignored.
     pub(crate) fn receive(
@@ -270,14 +300,23 @@ impl Inbox {
         bytes: Vec<u8>,
         counts: &mut ReplicationCounts,
     ) {
+        if self.hold(from, seq, phase, bytes) {
+            self.drain(db, from, counts);
+        }
+    }
+
+    /// Keeps batch `seq` of phase `phase` from `from` without applying anything (a node not yet
+    /// a member: [`Inbox::retry_blocked`] applies it later); false if it is from outside the
+    /// cluster or already applied.
+    pub(crate) fn hold(&mut self, from: Addr, seq: u64, phase: Phase, bytes: Vec<u8>) -> bool {
         let Some(&done) = self.applied.get(from as usize) else {
-            return;
+            return false;
         };
         if seq <= done {
-            return;
+            return false;
         }
         self.early.insert((from, seq), (phase, bytes));
-        self.drain(db, from, counts);
+        true
     }
 
     /// Applies `from`'s batches that are next in its order, stopping at one a held lock blocked

@@ -31,7 +31,9 @@ pub fn tick_of(cfg: &ClusterConfig, layout: &Layout) -> Duration {
 
 /// Serves node `id` of `cfg` (a STAR node, or a baseline's as the `[star]` table says) running
 /// `workload` until `shutdown` completes; returns its final
-/// counters. The node loads the partitions it holds first. `settings` default to those of the
+/// counters. The node loads the partitions it holds first. A node started again while the
+/// cluster runs (the same command after a crash) is recognised by its new incarnation, forgets
+/// what it loaded and recovers its partitions from the live replicas (`recover`, §7.2). `settings` default to those of the
 /// `[star]` table (with no local load); `listener`, if given, is a socket already listening on
 /// the node's address. Must run inside a tokio runtime (a current-thread one keeps the node on
 /// one core).
@@ -64,7 +66,13 @@ where
         .star
         .as_ref()
         .expect("Layout::from_cluster checked [star]");
-    let settings = settings.unwrap_or_else(|| StarSettings::from_config(star));
+    let mut settings = settings.unwrap_or_else(|| StarSettings::from_config(star));
+    if settings.incarnation == 0 {
+        // Tells this start from the node's previous ones (§7.2: a restarted node recovers).
+        settings.incarnation = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+    }
     let db =
         open_database(&mut workload, &layout, id, false).map_err(|e| invalid(e.to_string()))?;
     let mut opts = TcpOptions::new(id, cfg.peer_addrs());

@@ -121,6 +121,23 @@ pub struct RequestCounts {
     pub retried: u64,
 }
 
+/// Counters of a recovery, on the restarted node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryStats {
+    /// The phase from which the node was a member again (0: it never rejoined).
+    pub rejoined_phase: u64,
+    /// When it learned it rejoins (ns of its clock).
+    pub started_ns: u64,
+    /// When every partition was copied (0: not yet).
+    pub copied_ns: u64,
+    /// Column groups of copied rows installed (those the stream had not brought newer).
+    pub rows: u64,
+    /// Bytes of copy chunks received.
+    pub bytes: u64,
+    /// Partitions copied.
+    pub partitions: u64,
+}
+
 /// Every counter of a STAR node.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StarStats {
@@ -142,6 +159,9 @@ pub struct StarStats {
     /// replication unsent, unacknowledged or held back (what a quiesce waits for).
     #[serde(default)]
     pub idle: bool,
+    /// The node's recovery after a restart (§7.2); zero if it never restarted.
+    #[serde(default)]
+    pub recovery: RecoveryStats,
 }
 
 impl StarStats {

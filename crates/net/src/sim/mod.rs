@@ -211,6 +211,18 @@ where
         }
     }
 
+    /// Restarts crashed node `addr` as `node`: a new process in its place, which keeps nothing of
+    /// the old one (e.g. a node whose database comes back empty).
+    pub fn restart_as(&mut self, addr: Addr, node: N) {
+        if let Some(slot) = self.nodes.get_mut(&addr)
+            && !slot.up
+        {
+            slot.node = node;
+            slot.up = true;
+            self.start(addr);
+        }
+    }
+
     /// Cuts the network between every node of `a` and every node of `b`, both ways.
     pub fn partition(&mut self, a: &[Addr], b: &[Addr]) {
         for &x in a {

@@ -256,6 +256,7 @@ where
     /// Every counter (`phase` is the last complete group, plus one).
     pub fn stats(&self) -> StarStats {
         StarStats {
+            recovery: Default::default(),
             idle: self.is_idle(),
             node: self.me,
             phase: self.complete_group + 1,

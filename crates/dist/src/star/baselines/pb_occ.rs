@@ -185,6 +185,7 @@ where
     /// Every counter (`phase` is the group).
     pub fn stats(&self) -> StarStats {
         StarStats {
+            recovery: Default::default(),
             idle: self.is_idle(),
             node: self.me,
             phase: self.group,
