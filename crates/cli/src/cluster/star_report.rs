@@ -88,7 +88,7 @@ fn calvin_groups(star: &StarConfig) -> String {
 }
 
 /// The result as one JSON object.
-pub fn json(r: &BenchReport, info: &RunInfo) -> String {
+pub fn json(r: &BenchReport, info: &RunInfo) -> Value {
     let secs = r.measured.as_secs_f64().max(1e-9);
     let star = info.star;
     let per_type: serde_json::Map<String, Value> = r
@@ -191,7 +191,6 @@ pub fn json(r: &BenchReport, info: &RunInfo) -> String {
             "poll_us": info.net.poll_us,
         },
     })
-    .to_string()
 }
 
 /// The result as a table.
