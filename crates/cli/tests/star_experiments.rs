@@ -304,7 +304,11 @@ fn star_failover_plots_throughput_through_each_crash_and_says_the_restart_is_not
     for name in ["partial-replica crash", "coordinator crash"] {
         let n = scenarios.iter().filter(|s| **s == name).count();
         // 0.5 s before and 1.5 s after the crash, in 100 ms intervals.
-        assert!((15..=22).contains(&n), "{name}: {n} intervals\n{}", o.stderr);
+        assert!(
+            (15..=22).contains(&n),
+            "{name}: {n} intervals\n{}",
+            o.stderr
+        );
     }
     let status = o.column("status");
     let check = o.column("check");
@@ -322,7 +326,10 @@ fn star_failover_plots_throughput_through_each_crash_and_says_the_restart_is_not
         .map(|(t, _)| t)
         .collect();
     assert!(t.first().is_some_and(|&x| x <= 0.0) && t.last().is_some_and(|&x| x > 1.0));
-    assert!(o.report.contains("Verdict: holds on this machine — every replica agrees"));
+    assert!(
+        o.report
+            .contains("Verdict: holds on this machine — every replica agrees")
+    );
     let partial = o
         .report
         .lines()
@@ -332,7 +339,10 @@ fn star_failover_plots_throughput_through_each_crash_and_says_the_restart_is_not
         partial.starts_with("Verdict: holds") || partial.starts_with("Verdict: does not hold"),
         "the verdict comes from the rows: {partial}"
     );
-    assert!(o.report.contains("txn/s before the crash, lowest 100 ms interval after it"));
+    assert!(
+        o.report
+            .contains("txn/s before the crash, lowest 100 ms interval after it")
+    );
     assert!(o.report.contains(
         "Verdict: not checked (restart not measured) — a restarted node rejoins the cycle"
     ));

@@ -257,7 +257,10 @@ pub fn run(args: &ClusterArgs, c: &Common, shape: Shape) -> i32 {
     });
     let clean = processes.map(|p| {
         let killed = p.killed();
-        (p.config.nodes.len() - killed, p.stop(Duration::from_secs(5)))
+        (
+            p.config.nodes.len() - killed,
+            p.stop(Duration::from_secs(5)),
+        )
     });
     let mut report = match report {
         Ok(r) => r,

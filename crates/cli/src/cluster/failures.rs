@@ -38,6 +38,7 @@ impl FailureReport<'_> {
             "retries": retries,
             "timeline": {
                 "interval_s": self.timeline.interval_s,
+                "end_s": self.timeline.points.iter().map(|p| (p.0 * 1000.0).round() / 1000.0).collect::<Vec<_>>(),
                 "txn_per_s": self.timeline.points.iter().map(|p| p.1.round()).collect::<Vec<_>>(),
                 "stalled_intervals": self.timeline.stalled(),
                 "longest_stall_s": self.timeline.longest_stall_s(),
@@ -109,7 +110,10 @@ mod tests {
             retries: vec![("resent", 4)],
         };
         let text = r.table();
-        assert!(text.contains("node 2  stopped answering: no reply"), "{text}");
+        assert!(
+            text.contains("node 2  stopped answering: no reply"),
+            "{text}"
+        );
         assert!(text.contains("resent=4"), "{text}");
         assert!(text.contains("1 stalled"), "{text}");
         let j = r.json();

@@ -21,10 +21,10 @@ use phasedb_net::{ClusterConfig, ReplicationSync, StarAlgorithm, StarConfig};
 
 use super::bench::ClusterArgs;
 use super::failures::FailureReport;
-use phasedb_dist::ramp::bench::faults::Faults;
 use super::star_report::{RunInfo, json, table};
 use super::star_workload::StarWorkload;
 use crate::bench::{Common, Granularity, TpccArgs, YcsbArgs};
+use phasedb_dist::ramp::bench::faults::Faults;
 
 /// The default share of cross-partition transactions.
 pub const DEFAULT_CROSS_PARTITION: f64 = 0.1;
@@ -334,7 +334,10 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
     bar.finish_and_clear();
     let clean = processes.map(|p| {
         let killed = p.killed();
-        (p.config.nodes.len() - killed, p.stop(Duration::from_secs(10)))
+        (
+            p.config.nodes.len() - killed,
+            p.stop(Duration::from_secs(10)),
+        )
     });
     let mut report = match result {
         Ok(r) => r,

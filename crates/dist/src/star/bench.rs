@@ -460,12 +460,30 @@ pub fn run(
     let timeline = Timeline::from_samples(settings.interval, &samples);
 
     let now = || load_start.elapsed();
-    let stopped = read_live(&client, Query::Load(false), &mut live, timeout, &mut silences, now());
+    let stopped = read_live(
+        &client,
+        Query::Load(false),
+        &mut live,
+        timeout,
+        &mut silences,
+        now(),
+    );
     let last_phase = stopped.iter().flatten().map(|s| s.phase).max().unwrap_or(0);
     let deadline = Instant::now() + settings.quiesce_timeout;
     loop {
-        let stats = read_live(&client, Query::Stats, &mut live, timeout, &mut silences, now());
-        if stats.iter().flatten().all(|s| s.phase > last_phase && s.idle) {
+        let stats = read_live(
+            &client,
+            Query::Stats,
+            &mut live,
+            timeout,
+            &mut silences,
+            now(),
+        );
+        if stats
+            .iter()
+            .flatten()
+            .all(|s| s.phase > last_phase && s.idle)
+        {
             break;
         }
         if Instant::now() >= deadline {
@@ -502,8 +520,7 @@ pub fn run(
             Some(Err(e)) => Err(format!("node {n}: {e}")),
         })
         .collect::<Result<Vec<Option<Vec<_>>>, String>>()?;
-    let views: Vec<Option<&[(PartitionId, u64)]>> =
-        digests.iter().map(|d| d.as_deref()).collect();
+    let views: Vec<Option<&[(PartitionId, u64)]>> = digests.iter().map(|d| d.as_deref()).collect();
     let replicas = compare_live_replicas(&layout, &views);
     let checks = ask_live(Query::Check, &live)
         .into_iter()

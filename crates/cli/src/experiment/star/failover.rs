@@ -145,7 +145,12 @@ fn killed_at(faults: &Faults) -> Option<f64> {
 fn consistency(r: &BenchReport, faults: &Faults) -> String {
     let mut problems: Vec<String> = r.replicas.problems.clone();
     problems.extend(r.checks.iter().filter_map(|c| c.as_ref().err()).cloned());
-    problems.extend(faults.unasked().iter().map(|e| format!("node {}: {:?}", e.node, e.kind)));
+    problems.extend(
+        faults
+            .unasked()
+            .iter()
+            .map(|e| format!("node {}: {:?}", e.node, e.kind)),
+    );
     if problems.is_empty() {
         "ok".into()
     } else {
@@ -156,7 +161,11 @@ fn consistency(r: &BenchReport, faults: &Faults) -> String {
 /// The rows of a scenario: one per interval, x = seconds from the crash to the interval's end.
 fn rows_of(s: &Settings, sc: &Scenario, run: Result<(BenchReport, Faults), String>) -> Vec<Row> {
     let copies = run.as_ref().map_or(0, |(r, _)| {
-        r.replicas.partitions.iter().map(|(_, c)| c.len()).sum::<usize>()
+        r.replicas
+            .partitions
+            .iter()
+            .map(|(_, c)| c.len())
+            .sum::<usize>()
     });
     let params = |x: f64| {
         vec![
@@ -183,7 +192,10 @@ fn rows_of(s: &Settings, sc: &Scenario, run: Result<(BenchReport, Faults), Strin
         Err(e) => return vec![failed(e)],
     };
     let Some(kill) = killed_at(&faults) else {
-        return vec![failed(format!("the node was not killed: {:?}", faults.lines()))];
+        return vec![failed(format!(
+            "the node was not killed: {:?}",
+            faults.lines()
+        ))];
     };
     let check = consistency(&report, &faults);
     let (before, after) = window(s);
@@ -204,7 +216,11 @@ fn rows_of(s: &Settings, sc: &Scenario, run: Result<(BenchReport, Faults), Strin
             },
             rounds: vec![rate],
             check: check.clone(),
-            applicable: if check == "ok" { Ok(()) } else { Err(check.clone()) },
+            applicable: if check == "ok" {
+                Ok(())
+            } else {
+                Err(check.clone())
+            },
         })
         .collect()
 }
@@ -242,7 +258,9 @@ fn recovery(rows: &[Row], series: &str) -> Option<Recovery> {
     let back_after_s = if lowest >= floor {
         Some(0.0)
     } else {
-        post.iter().find(|p| p.0 > low_at && p.1 >= floor).map(|p| p.0)
+        post.iter()
+            .find(|p| p.0 > low_at && p.1 >= floor)
+            .map(|p| p.0)
     };
     Some(Recovery {
         before,
@@ -404,19 +422,34 @@ mod tests {
 
     #[test]
     fn recovery_is_read_from_the_intervals() {
-        let quick = line(&[(-0.1, 100.0), (0.0, 100.0), (0.1, 10.0), (0.3, 85.0), (0.4, 90.0)]);
+        let quick = line(&[
+            (-0.1, 100.0),
+            (0.0, 100.0),
+            (0.1, 10.0),
+            (0.3, 85.0),
+            (0.4, 90.0),
+        ]);
         let r = recovery(&quick, PARTIAL.name).unwrap();
         assert_eq!(r.before, 100.0);
         assert_eq!(r.lowest, 10.0);
         assert_eq!(r.back_after_s, Some(0.3));
         assert_eq!(recovery_claim(&quick, &PARTIAL, "").verdict, Verdict::Holds);
         let slow = line(&[(0.0, 100.0), (0.1, 0.0), (1.5, 90.0)]);
-        assert_eq!(recovery_claim(&slow, &PARTIAL, "").verdict, Verdict::DoesNotHold);
+        assert_eq!(
+            recovery_claim(&slow, &PARTIAL, "").verdict,
+            Verdict::DoesNotHold
+        );
         let never = line(&[(0.0, 100.0), (0.1, 0.0), (0.5, 50.0)]);
         assert_eq!(recovery(&never, PARTIAL.name).unwrap().back_after_s, None);
-        assert_eq!(recovery_claim(&never, &PARTIAL, "").verdict, Verdict::DoesNotHold);
+        assert_eq!(
+            recovery_claim(&never, &PARTIAL, "").verdict,
+            Verdict::DoesNotHold
+        );
         let steady = line(&[(0.0, 100.0), (0.1, 95.0)]);
-        assert_eq!(recovery(&steady, PARTIAL.name).unwrap().back_after_s, Some(0.0));
+        assert_eq!(
+            recovery(&steady, PARTIAL.name).unwrap().back_after_s,
+            Some(0.0)
+        );
         assert!(matches!(
             recovery_claim(&[], &PARTIAL, "").verdict,
             Verdict::NotChecked(_)

@@ -52,7 +52,9 @@ impl FaultPlan {
             if v.is_finite() && (0.0..=86_400.0).contains(&v) {
                 Ok(Duration::from_secs_f64(v))
             } else {
-                Err(format!("{name} must be a number of seconds between 0 and 86400"))
+                Err(format!(
+                    "{name} must be a number of seconds between 0 and 86400"
+                ))
             }
         };
         let at = secs("--at", at.ok_or("--kill-node needs --at SECS")?)?;
@@ -132,8 +134,8 @@ impl Faults {
     /// (before its restart) or silent (from the kill on; whether a restarted node answers again
     /// is reported apart).
     fn excused(&self, node: usize, at: Duration, kind: &EventKind) -> bool {
-        let killed = self.plan.is_some_and(|p| p.node == node)
-            && self.killed_at.is_some_and(|k| k <= at);
+        let killed =
+            self.plan.is_some_and(|p| p.node == node) && self.killed_at.is_some_and(|k| k <= at);
         match kind {
             EventKind::Died(_) => killed && self.restarted_at.is_none_or(|r| at < r),
             EventKind::Silent(_) => killed,
@@ -228,7 +230,9 @@ impl Faults {
                 let what = match &e.kind {
                     EventKind::Killed => "killed (SIGKILL) as asked".to_string(),
                     EventKind::Restarted => "restarted as asked".to_string(),
-                    EventKind::InjectFailed(why) => format!("could not be killed or restarted: {why}"),
+                    EventKind::InjectFailed(why) => {
+                        format!("could not be killed or restarted: {why}")
+                    }
                     EventKind::Died(why) => format!("died unasked: {why}"),
                     EventKind::Silent(why) => format!("stopped answering: {why}"),
                     EventKind::Answering => "answers again".to_string(),
@@ -300,7 +304,13 @@ mod tests {
             (Some(3), Some(1.0), None, true, "nodes 0..3"),
             (Some(0), None, None, true, "needs --at"),
             (Some(0), Some(-1.0), None, true, "--at must be"),
-            (Some(0), Some(1.0), Some(f64::NAN), true, "--restart-after must be"),
+            (
+                Some(0),
+                Some(1.0),
+                Some(f64::NAN),
+                true,
+                "--restart-after must be",
+            ),
             (Some(0), Some(1.0), None, false, "needs --cluster"),
         ] {
             let e = FaultPlan::from_flags(node, at, restart, 3, started).unwrap_err();
@@ -334,7 +344,11 @@ mod tests {
         for e in other.events {
             f.note(e);
         }
-        assert_eq!(f.events.len(), 2, "the killed node's silence is not noted twice");
+        assert_eq!(
+            f.events.len(),
+            2,
+            "the killed node's silence is not noted twice"
+        );
         assert_eq!(f.events[0].node, 0, "in time order");
         assert_eq!(f.unasked().len(), 1);
         f.restarted_at = Some(Duration::from_secs(2));
@@ -345,7 +359,13 @@ mod tests {
     #[test]
     fn a_timeline_shows_a_stall() {
         let ms = Duration::from_millis;
-        let samples = [(ms(0), 0), (ms(100), 50), (ms(200), 50), (ms(300), 50), (ms(400), 80)];
+        let samples = [
+            (ms(0), 0),
+            (ms(100), 50),
+            (ms(200), 50),
+            (ms(300), 50),
+            (ms(400), 80),
+        ];
         let t = Timeline::from_samples(ms(100), &samples);
         assert_eq!(t.points.len(), 4);
         assert!((t.points[0].1 - 500.0).abs() < 1e-6);
@@ -357,6 +377,9 @@ mod tests {
             kind: EventKind::Died("signal 9".into()),
         })
         .unwrap();
-        assert_eq!(json, r#"{"at_s":1.5,"node":2,"kind":"died","detail":"signal 9"}"#);
+        assert_eq!(
+            json,
+            r#"{"at_s":1.5,"node":2,"kind":"died","detail":"signal 9"}"#
+        );
     }
 }

@@ -196,7 +196,9 @@ impl ProcessCluster {
     /// id and counters file); it binds its address from the cluster file itself.
     pub fn restart(&mut self, id: usize) -> Result<(), String> {
         if !self.killed.get(id).copied().unwrap_or(false) {
-            return Err(format!("node {id} was not killed, so it cannot be restarted"));
+            return Err(format!(
+                "node {id} was not killed, so it cannot be restarted"
+            ));
         }
         let (binary, args) = &self.commands[id];
         let child = node_command(binary, args)
@@ -442,8 +444,14 @@ mod tests {
         cluster.kill(1).expect("kill node 1");
         assert_eq!(cluster.killed(), 1);
         assert_eq!(cluster.exited(), None, "an asked death is not reported");
-        assert!(cluster.kill(1).is_err(), "a dead node cannot be killed again");
-        assert!(cluster.restart(0).is_err(), "a live node cannot be restarted");
+        assert!(
+            cluster.kill(1).is_err(),
+            "a dead node cannot be killed again"
+        );
+        assert!(
+            cluster.restart(0).is_err(),
+            "a live node cannot be restarted"
+        );
         cluster.restart(1).expect("restart node 1");
         assert_eq!(cluster.killed(), 0);
         assert_eq!(cluster.exited(), None);

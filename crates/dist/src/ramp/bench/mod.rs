@@ -129,7 +129,12 @@ pub fn run(
     bench.validate()?;
     let workload = Workload::new(bench.workload.clone());
     let router = Router::new(cluster);
-    let servers = cluster.nodes.iter().map(|n| n.id as usize + 1).max().unwrap_or(0);
+    let servers = cluster
+        .nodes
+        .iter()
+        .map(|n| n.id as usize + 1)
+        .max()
+        .unwrap_or(0);
     let control = Arc::new(Control::new(servers));
     let settings = ClientSettings {
         bloom_bits: bench.bloom_bits,
@@ -181,7 +186,8 @@ pub fn run(
         let finished = control.finished.load(Ordering::Relaxed);
         if elapsed >= next_tick {
             samples.push((elapsed, finished));
-            next_tick += INTERVAL * (1 + (elapsed - next_tick).as_nanos() / INTERVAL.as_nanos()) as u32;
+            next_tick +=
+                INTERVAL * (1 + (elapsed - next_tick).as_nanos() / INTERVAL.as_nanos()) as u32;
             watch_servers(&control, start, &mut silent, &mut silences);
         }
         progress(elapsed, finished);
