@@ -58,7 +58,7 @@ const PARTIAL: Scenario = Scenario {
     name: "partial-replica crash",
     full: 1,
     node: 2,
-    role: "a partial replica (node 2, primary of partition 2, copied on node 0)",
+    role: "a partial replica (node 2, primary of partition 1, which node 0 also holds)",
 };
 const COORDINATOR: Scenario = Scenario {
     name: "coordinator crash",
@@ -82,7 +82,8 @@ fn table(s: &Settings, sc: &Scenario) -> StarConfig {
     StarConfig {
         algorithm: StarAlgorithm::Star,
         full_replicas: sc.full,
-        replicas_per_partition: 2,
+        // Every partition on each full replica and on its primary, a partial replica.
+        replicas_per_partition: sc.full + 1,
         iteration_ms: 10.0,
         cross_partition: 0.1,
         heartbeat_ms: HEARTBEAT_MS,
@@ -376,8 +377,9 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
         setup: vec![
             format!(
                 "{NODES} `phasedb node` processes running STAR on YCSB in STAR's shape, one \
-                 partition per node, 2 copies of each, 10% cross-partition, a 10 ms iteration; \
-                 heartbeats every {HEARTBEAT_MS} ms and a {FAILURE_TIMEOUT_MS} ms failure timeout"
+                 partition per node, each on every full replica and on its primary (a partial \
+                 replica; primaries round robin over the partial replicas), 10% \
+                 cross-partition, a 10 ms iteration; heartbeats every {HEARTBEAT_MS} ms and a {FAILURE_TIMEOUT_MS} ms failure timeout"
             ),
             format!(
                 "the benchmark kills the node with SIGKILL {before} s into the measured window \
