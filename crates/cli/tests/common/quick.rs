@@ -64,15 +64,8 @@ pub fn run_quick(name: &str) -> Output {
     let csv = read("csv");
     assert!(read("svg").contains("<svg"), "{name}.svg is not an SVG");
     let mut lines = csv.lines();
-    let header: Vec<String> = lines
-        .next()
-        .expect("a header")
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    let rows: Vec<Vec<String>> = lines
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect();
+    let header: Vec<String> = csv_fields(lines.next().expect("a header"));
+    let rows: Vec<Vec<String>> = lines.map(csv_fields).collect();
     for r in &rows {
         assert_eq!(r.len(), header.len(), "{name}: ragged row {r:?}");
     }
@@ -83,4 +76,24 @@ pub fn run_quick(name: &str) -> Output {
         stdout,
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+/// The fields of one CSV line; a quoted field may hold commas and doubled quotes.
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        let field = fields.last_mut().expect("at least one field");
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => fields.push(String::new()),
+            _ => field.push(c),
+        }
+    }
+    fields
 }
