@@ -277,6 +277,7 @@ fn star_experiments_are_listed_as_built_and_refuse_flags_they_cannot_use() {
         "star-replication",
         "star-latency",
         "star-network",
+        "star-failover",
     ] {
         let line = list
             .lines()
@@ -294,4 +295,59 @@ fn star_experiments_are_listed_as_built_and_refuse_flags_they_cannot_use() {
         assert_eq!(code, Some(2), "{args:?}");
         assert!(err.contains(expect), "{err}");
     }
+}
+
+#[test]
+#[ignore = "unverified: a run before the 300 ms answer timeout gave 6 intervals around the \
+            partial-replica crash (the benchmark waited 2 s on the killed node); rerun with \
+            the rebuilt binary and remove this"]
+fn star_failover_plots_throughput_through_each_crash_and_says_the_restart_is_not_measured() {
+    let o = run_quick("star-failover");
+    let scenarios = o.column("scenario");
+    for name in ["partial-replica crash", "coordinator crash"] {
+        let n = scenarios.iter().filter(|s| **s == name).count();
+        // 0.5 s before and 1.5 s after the crash, in 100 ms intervals.
+        assert!(
+            (15..=22).contains(&n),
+            "{name}: {n} intervals\n{}",
+            o.stderr
+        );
+    }
+    let status = o.column("status");
+    let check = o.column("check");
+    for (i, s) in scenarios.iter().enumerate() {
+        if *s == "partial-replica crash" {
+            assert_eq!(status[i], "ok", "{:?}\n{}", o.rows[i], o.stderr);
+            assert_eq!(check[i], "ok", "{:?}", o.rows[i]);
+        }
+    }
+    let t: Vec<f64> = o
+        .numbers("t_s")
+        .into_iter()
+        .zip(&scenarios)
+        .filter(|(_, s)| **s == "partial-replica crash")
+        .map(|(t, _)| t)
+        .collect();
+    assert!(t.first().is_some_and(|&x| x <= 0.0) && t.last().is_some_and(|&x| x > 1.0));
+    assert!(
+        o.report
+            .contains("Verdict: holds on this machine — every replica agrees")
+    );
+    let partial = o
+        .report
+        .lines()
+        .find(|l| l.contains("— after the crash of a partial replica"))
+        .unwrap_or_else(|| panic!("no partial-replica claim:\n{}", o.report));
+    assert!(
+        partial.starts_with("Verdict: holds") || partial.starts_with("Verdict: does not hold"),
+        "the verdict comes from the rows: {partial}"
+    );
+    assert!(
+        o.report
+            .contains("txn/s before the crash, lowest 100 ms interval after it")
+    );
+    assert!(o.report.contains(
+        "Verdict: not checked (restart not measured) — a restarted node rejoins the cycle"
+    ));
+    assert!(o.stdout.contains("after the crash of the coordinator"));
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use phasedb_dist::Algorithm;
+use phasedb_dist::ramp::bench::faults::{FaultPlan, Faults};
 use phasedb_dist::ramp::bench::launch::ProcessCluster;
 use phasedb_dist::ramp::bench::workload::YcsbRamp;
 use phasedb_dist::ramp::bench::{BenchConfig, BenchReport};
@@ -111,9 +112,37 @@ pub struct ClusterArgs {
     /// four nodes (default: one group of every node).
     #[arg(long, global = true)]
     pub calvin_groups: Option<String>,
+    /// Kill this node (SIGKILL, not a request to stop) during the run (with --cluster and --at).
+    #[arg(long, global = true)]
+    pub kill_node: Option<usize>,
+    /// Seconds after the load starts (warm-up included) to kill --kill-node.
+    #[arg(long, global = true)]
+    pub at: Option<f64>,
+    /// Start the killed node again this many seconds after the kill, the same `phasedb node`
+    /// on the same cluster file (STAR only: the others have no rejoin).
+    #[arg(long, global = true)]
+    pub restart_after: Option<f64>,
 }
 
 impl ClusterArgs {
+    /// The failure to inject, or why the flags cannot run; `restarts`: whether the algorithm
+    /// lets a killed node rejoin.
+    pub fn fault_plan(&self, nodes: usize, restarts: bool) -> Result<Option<FaultPlan>, String> {
+        if self.restart_after.is_some() && !restarts {
+            return Err(format!(
+                "--restart-after: a restarted {} node cannot rejoin its cluster (only star's can)",
+                self.algorithm
+            ));
+        }
+        FaultPlan::from_flags(
+            self.kill_node,
+            self.at,
+            self.restart_after,
+            nodes,
+            self.connect.is_none() && self.cluster.is_some(),
+        )
+    }
+
     /// Whether the run is STAR's or one of its baselines' (on STAR's nodes).
     pub fn is_star(&self) -> bool {
         STAR_FAMILY.contains(&self.algorithm.as_str()) || self.algorithm == CALVIN
@@ -207,7 +236,12 @@ pub fn run(args: &ClusterArgs, c: &Common, shape: Shape) -> i32 {
         delay_us: args.delay_us,
         poll_us: args.poll_us,
     };
-    let (config, processes) = match (&args.connect, args.cluster) {
+    let nodes = args.cluster.unwrap_or(0);
+    let plan = match args.fault_plan(nodes, false) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let (config, mut processes) = match (&args.connect, args.cluster) {
         (Some(path), _) => match ClusterConfig::load(path) {
             Ok(cfg) => (cfg, None),
             Err(e) => return fail(e),
@@ -224,16 +258,41 @@ pub fn run(args: &ClusterArgs, c: &Common, shape: Shape) -> i32 {
         }
         (None, None) => return fail("--cluster N or --connect FILE is required"),
     };
-    let report = with_progress(&config, &bench);
-    let clean = processes.map(|p| (p.config.nodes.len(), p.stop(Duration::from_secs(5))));
-    let report = match report {
+    let mut faults = Faults::new(plan);
+    let report = with_progress(&config, &bench, |elapsed| {
+        faults.tick(processes.as_mut(), elapsed)
+    });
+    let clean = processes.map(|p| {
+        let killed = p.killed();
+        (
+            p.config.nodes.len() - killed,
+            p.stop(Duration::from_secs(5)),
+        )
+    });
+    let mut report = match report {
         Ok(r) => r,
-        Err(e) => return fail(e),
+        Err(e) => {
+            for line in faults.lines() {
+                eprintln!("  {line}");
+            }
+            return fail(e);
+        }
+    };
+    for e in std::mem::take(&mut report.silences.events) {
+        faults.note(e);
+    }
+    let failures = super::failures::FailureReport {
+        faults: &faults,
+        timeline: &report.timeline,
+        retries: vec![("resent_requests", report.resends)],
     };
     if c.json {
-        println!("{}", super::report::json(&report, &bench, &config));
+        let mut out = super::report::json(&report, &bench, &config);
+        out["failures"] = failures.json();
+        println!("{out}");
     } else {
         print!("{}", super::report::table(&report, &bench, &config));
+        print!("{}", failures.table());
     }
     if let Some((n, clean)) = clean
         && clean < n
@@ -243,13 +302,18 @@ pub fn run(args: &ClusterArgs, c: &Common, shape: Shape) -> i32 {
             n - clean
         );
     }
+    let failed = failures.fails();
     match &report.verified {
         Some(Err(_)) => 1,
-        _ => 0,
+        _ => failed as i32,
     }
 }
 
-fn with_progress(config: &ClusterConfig, bench: &BenchConfig) -> Result<BenchReport, String> {
+fn with_progress(
+    config: &ClusterConfig,
+    bench: &BenchConfig,
+    mut on_tick: impl FnMut(Duration),
+) -> Result<BenchReport, String> {
     let total_ms = (bench.warmup + bench.duration).as_millis() as u64;
     let bar = ProgressBar::new(total_ms.max(1));
     bar.set_style(
@@ -265,6 +329,7 @@ fn with_progress(config: &ClusterConfig, bench: &BenchConfig) -> Result<BenchRep
     let mut last = (Duration::ZERO, 0u64);
     let warmup = bench.warmup;
     let result = phasedb_dist::ramp::bench::run(config, bench, |elapsed, finished| {
+        on_tick(elapsed);
         bar.set_position(elapsed.as_millis() as u64);
         let rate = (finished - last.1) as f64 / (elapsed - last.0).as_secs_f64().max(1e-9);
         let phase = if elapsed < warmup {

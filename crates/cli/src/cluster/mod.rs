@@ -2,6 +2,7 @@
 
 pub mod bench;
 mod calvin_node;
+pub mod failures;
 pub mod node;
 pub mod pdur;
 mod pdur_node;

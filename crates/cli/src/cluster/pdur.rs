@@ -607,6 +607,11 @@ pub fn run(
     clients: u32,
     local_clients: bool,
 ) -> i32 {
+    if args.kill_node.is_some() || args.at.is_some() || args.restart_after.is_some() {
+        return fail(
+            "--kill-node, --at and --restart-after are not built for P-DUR's benchmark yet (its              replicas report their counters only at the end)",
+        );
+    }
     let spec = match spec(args, c, workload, clients, local_clients) {
         Ok(s) => s,
         Err(e) => return fail(e),

@@ -28,7 +28,7 @@ fn abort_rate(s: &KindStats) -> f64 {
 }
 
 /// The result as one JSON object.
-pub fn json(r: &BenchReport, b: &BenchConfig, cfg: &ClusterConfig) -> String {
+pub fn json(r: &BenchReport, b: &BenchConfig, cfg: &ClusterConfig) -> Value {
     let secs = r.measured.as_secs_f64().max(1e-9);
     let total = r.stats.total();
     let w = &b.workload;
@@ -72,7 +72,7 @@ pub fn json(r: &BenchReport, b: &BenchConfig, cfg: &ClusterConfig) -> String {
             Err(a) => json!({ "verdict": a }),
         };
     }
-    out.to_string()
+    out
 }
 
 /// The result as a table.

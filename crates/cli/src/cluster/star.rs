@@ -21,9 +21,11 @@ use phasedb_net::config::{NetSettings, ServerSettings};
 use phasedb_net::{ClusterConfig, ReplicationSync, StarAlgorithm, StarConfig};
 
 use super::bench::ClusterArgs;
+use super::failures::FailureReport;
 use super::star_report::{RunInfo, json, table};
 use super::star_workload::StarWorkload;
 use crate::bench::{Common, Granularity, TpccArgs, YcsbArgs};
+use phasedb_dist::ramp::bench::faults::Faults;
 
 /// The default share of cross-partition transactions.
 pub const DEFAULT_CROSS_PARTITION: f64 = 0.1;
@@ -247,6 +249,11 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
         delay_us: args.delay_us,
         poll_us: args.poll_us,
     };
+    let restarts = args.algorithm == super::bench::STAR;
+    let plan = match args.fault_plan(args.cluster.unwrap_or(0), restarts) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
     let (config, mut processes) = match (&args.connect, args.cluster) {
         (Some(path), _) => {
             let cfg = match ClusterConfig::load(path) {
@@ -321,9 +328,21 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
         config.nodes.len(),
     );
     let calvin = star.algorithm == StarAlgorithm::Calvin;
+    let mut faults = Faults::new(plan);
     let watch = |p: &phasedb_dist::star::bench::Progress| {
-        if let Some(exit) = processes.as_mut().and_then(ProcessCluster::exited) {
+        if p.stage != Stage::Loading {
+            faults.tick(processes.as_mut(), p.elapsed);
+        } else if let Some(exit) = processes.as_mut().and_then(ProcessCluster::exited) {
             return Err(exit);
+        }
+        // Only STAR fails over (§7); the others stop at a node's death.
+        if !restarts && let Some(e) = faults.events.first() {
+            return Err(format!(
+                "node {} is gone at {:.3} s and {} has no fail-over: the run stops",
+                e.node,
+                e.at.as_secs_f64(),
+                star.algorithm.name()
+            ));
         }
         let stage = match p.stage {
             Stage::Loading => "loading",
@@ -341,13 +360,34 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
         phasedb_dist::star::bench::run(&config, &settings, watch)
     };
     bar.finish_and_clear();
-    let clean = processes.map(|p| (p.config.nodes.len(), p.stop(Duration::from_secs(10))));
-    let report = match result {
+    let clean = processes.map(|p| {
+        let killed = p.killed();
+        (
+            p.config.nodes.len() - killed,
+            p.stop(Duration::from_secs(10)),
+        )
+    });
+    let mut report = match result {
         Ok(r) => r,
         Err(e) => {
+            for line in faults.lines() {
+                eprintln!("  {line}");
+            }
             eprintln!("error: {e}");
             return 1;
         }
+    };
+    for e in std::mem::take(&mut report.silences.events) {
+        faults.note(e);
+    }
+    let failures = FailureReport {
+        faults: &faults,
+        timeline: &report.timeline,
+        retries: vec![
+            ("retried", report.window.requests.retried),
+            ("request_errors", report.window.requests.errors),
+            ("discarded", report.window.requests.discarded),
+        ],
     };
     let info = RunInfo {
         workload: &workload,
@@ -357,9 +397,12 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
         started: args.cluster.is_some() && args.connect.is_none(),
     };
     if c.json {
-        println!("{}", json(&report, &info));
+        let mut out = json(&report, &info);
+        out["failures"] = failures.json();
+        println!("{out}");
     } else {
         print!("{}", table(&report, &info));
+        print!("{}", failures.table());
     }
     if let Some((n, clean)) = clean
         && clean < n
@@ -378,6 +421,9 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
     }
     for e in report.checks.iter().filter_map(|c| c.as_ref().err()) {
         eprintln!("error: consistency check failed: {e}");
+        code = 1;
+    }
+    if failures.fails() {
         code = 1;
     }
     code

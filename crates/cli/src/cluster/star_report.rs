@@ -88,7 +88,7 @@ fn calvin_groups(star: &StarConfig) -> String {
 }
 
 /// The result as one JSON object.
-pub fn json(r: &BenchReport, info: &RunInfo) -> String {
+pub fn json(r: &BenchReport, info: &RunInfo) -> Value {
     let secs = r.measured.as_secs_f64().max(1e-9);
     let star = info.star;
     let per_type: serde_json::Map<String, Value> = r
@@ -196,7 +196,7 @@ pub fn json(r: &BenchReport, info: &RunInfo) -> String {
     v["read_committed"] = json!(r.window.requests.read_committed);
     v["intervals"]["min_over_mean"] = json!(r.min_interval() / r.throughput().max(1e-9));
     v["config"]["placement"] = json!(star.placement);
-    v.to_string()
+    v
 }
 
 /// The nodes mastering partitions, in words ("nodes 0, 1").

@@ -163,6 +163,12 @@ pub const ALL: &[Experiment] = &[
         setup: "NewOrder + Payment, 40 ms iteration; x = injected one-way delay 0.1-10 ms, STAR vs its async baselines",
         run: Some(super::star::network::run),
     },
+    Experiment {
+        name: "star-failover",
+        paper: STAR,
+        setup: "YCSB on 3 nodes; throughput per 100 ms through a partial replica's and a coordinator's SIGKILL",
+        run: Some(super::star::failover::run),
+    },
 ];
 
 /// The experiment called `name`.

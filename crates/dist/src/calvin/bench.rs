@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use phasedb_net::{Addr, ClusterConfig};
 
 use crate::calvin::groups::Groups;
+use crate::ramp::bench::faults::{Faults, Timeline};
 use crate::star::bench::{BenchReport, BenchSettings, Progress, ReplicaCheck, Stage, since};
 use crate::star::client::{Client, ClientError};
 use crate::star::msg::{Answer, Query};
@@ -110,10 +111,15 @@ pub fn run(
     let load_start = Instant::now();
     let total = |s: &[StarStats]| s.iter().map(StarStats::committed).sum::<u64>();
     let mut last = (load_start, 0u64);
+    let mut samples = vec![(Duration::ZERO, 0u64)];
     let mut sample = |stage: Stage, watch: &mut dyn FnMut(&Progress) -> Result<(), String>| {
         let at = Instant::now();
         let stats = read_all(&client, Query::Stats)?;
         let committed = total(&stats);
+        samples.push((
+            at.duration_since(load_start),
+            (committed as f64 / per_group) as u64,
+        ));
         let rate = (committed - last.1.min(committed)) as f64
             / per_group
             / at.duration_since(last.0).as_secs_f64().max(1e-9);
@@ -146,6 +152,7 @@ pub fn run(
         }
     };
     let measured = last_at.duration_since(first_at);
+    let timeline = Timeline::from_samples(settings.interval, &samples);
 
     let stopped = read_all(&client, Query::Load(false))?;
     let cut = stopped[groups.sequencer() as usize].times.phases;
@@ -212,5 +219,8 @@ pub fn run(
         intervals,
         replicas,
         checks,
+        timeline,
+        silences: Faults::default(),
+        live: vec![true; groups.nodes() as usize],
     })
 }

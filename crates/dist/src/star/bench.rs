@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use phasedb_net::{Addr, ClusterConfig};
 use phasedb_txn::PartitionId;
 
+use crate::ramp::bench::faults::{Faults, Timeline};
 use crate::star::client::{Client, ClientError};
 use crate::star::layout::Layout;
 use crate::star::msg::{Answer, Query};
@@ -37,6 +38,9 @@ pub struct BenchSettings {
     pub ready_timeout: Duration,
     /// Longest wait, once the load stopped, for its phase to end everywhere.
     pub quiesce_timeout: Duration,
+    /// Longest wait for a node's answer to a counters query once the load runs; a node that
+    /// does not answer within it is taken as stopped, reported, and left out from then on.
+    pub answer_timeout: Duration,
 }
 
 impl Default for BenchSettings {
@@ -47,6 +51,7 @@ impl Default for BenchSettings {
             interval: Duration::from_millis(100),
             ready_timeout: Duration::from_secs(600),
             quiesce_timeout: Duration::from_secs(30),
+            answer_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -106,8 +111,16 @@ pub struct BenchReport {
     pub intervals: Vec<f64>,
     /// The replicas' digests after quiescing.
     pub replicas: ReplicaCheck,
-    /// Each node's consistency check after quiescing.
+    /// Each node's consistency check after quiescing (a node that stopped answering has none).
     pub checks: Vec<Result<(), String>>,
+    /// Committed transactions per second in each interval from the start of the load (warm-up
+    /// included; a stopped node counts with what it had committed when last heard), so a stall
+    /// shows.
+    pub timeline: Timeline,
+    /// Nodes that stopped answering the benchmark, and when.
+    pub silences: Faults,
+    /// Per node, whether it answered to the end.
+    pub live: Vec<bool>,
 }
 
 impl BenchReport {
@@ -239,12 +252,32 @@ pub fn since(end: &StarStats, start: &StarStats) -> StarStats {
 
 /// Compares the digests `answers[n]` that node `n` gave of the partitions it holds.
 pub fn compare_replicas(layout: &Layout, answers: &[Vec<(PartitionId, u64)>]) -> ReplicaCheck {
+    let answers: Vec<Option<&[(PartitionId, u64)]>> =
+        answers.iter().map(|a| Some(a.as_slice())).collect();
+    compare_live_replicas(layout, &answers)
+}
+
+/// As [`compare_replicas`], with the nodes that stopped (`None`) left out: every partition
+/// must still have a live replica, and its live replicas must agree.
+pub fn compare_live_replicas(
+    layout: &Layout,
+    answers: &[Option<&[(PartitionId, u64)]>],
+) -> ReplicaCheck {
     let mut check = ReplicaCheck::default();
     for p in 0..layout.partitions() {
         let mut seen = Vec::new();
-        for &n in layout.replicas(p) {
+        let holders = layout.replicas(p);
+        let live = |n: u32| !matches!(answers.get(n as usize), Some(None));
+        if !holders.iter().any(|&n| live(n)) {
+            check
+                .problems
+                .push(format!("partition {p} has no live replica left"));
+        }
+        for &n in holders.iter().filter(|&&n| live(n)) {
             match answers
                 .get(n as usize)
+                .copied()
+                .flatten()
                 .and_then(|a| a.iter().find(|d| d.0 == p))
             {
                 Some(&(_, digest)) => seen.push((n, digest)),
@@ -282,6 +315,42 @@ fn read_all(client: &Client, query: Query) -> Result<Vec<StarStats>, String> {
         .into_iter()
         .zip(0..)
         .map(|(a, n)| stats_of(a, n))
+        .collect()
+}
+
+/// The counters of every node still live (`None` for the others), each waited for up to
+/// `timeout`; a node that does not answer is marked stopped in `live` and noted in `faults`.
+fn read_live(
+    client: &Client,
+    query: Query,
+    live: &mut [bool],
+    timeout: Duration,
+    faults: &mut Faults,
+    now: Duration,
+) -> Vec<Option<StarStats>> {
+    let tickets: Vec<_> = (0..client.nodes())
+        .map(|n| live[n as usize].then(|| client.send_query(n, query)))
+        .collect();
+    let deadline = Instant::now() + timeout;
+    tickets
+        .into_iter()
+        .zip(0..)
+        .map(|(ticket, n)| {
+            let answer = match ticket? {
+                Ok(t) => t
+                    .poll(deadline.saturating_duration_since(Instant::now()))
+                    .unwrap_or(Err(ClientError::Timeout { node: n, timeout })),
+                Err(e) => Err(e),
+            };
+            match stats_of(answer, n) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    live[n as usize] = false;
+                    faults.silent(now, n as usize, e);
+                    None
+                }
+            }
+        })
         .collect()
 }
 
@@ -338,50 +407,91 @@ pub fn run(
 
     let started = read_all(&client, Query::Load(true))?;
     let load_start = Instant::now();
+    let nodes = client.nodes() as usize;
+    let mut live = vec![true; nodes];
+    let mut silences = Faults::new(None);
+    // Per node, its latest counters: a node that stops keeps what it had committed.
+    let mut latest: Vec<StarStats> = started.clone();
     let total = |s: &[StarStats]| s.iter().map(StarStats::committed).sum::<u64>();
+    let mut samples = vec![(Duration::ZERO, total(&started))];
     let mut last = (load_start, total(&started));
-    let mut sample = |stage: Stage, watch: &mut dyn FnMut(&Progress) -> Result<(), String>| {
+    let timeout = settings.answer_timeout;
+    let mut sample = |stage: Stage,
+                      watch: &mut dyn FnMut(&Progress) -> Result<(), String>,
+                      live: &mut Vec<bool>,
+                      silences: &mut Faults| {
         let at = Instant::now();
-        let stats = read_all(&client, Query::Stats)?;
-        let committed = total(&stats);
+        let now = at.duration_since(load_start);
+        let read = read_live(&client, Query::Stats, live, timeout, silences, now);
+        if !live.iter().any(|&l| l) {
+            return Err("every node stopped answering".to_string());
+        }
+        for (l, r) in latest.iter_mut().zip(read) {
+            if let Some(r) = r {
+                *l = r;
+            }
+        }
+        let committed = total(&latest);
         let rate = (committed - last.1.min(committed)) as f64
             / at.duration_since(last.0).as_secs_f64().max(1e-9);
         last = (at, committed);
+        samples.push((now, committed));
         watch(&Progress {
             stage,
             elapsed: load_start.elapsed(),
             rate,
         })?;
-        Ok::<_, String>((at, stats, rate))
+        Ok::<_, String>((at, latest.clone(), rate))
     };
+    let mut next = load_start;
     while load_start.elapsed() < settings.warmup {
+        next += settings.interval;
         std::thread::sleep(
-            settings
-                .interval
-                .min(settings.warmup.saturating_sub(load_start.elapsed())),
+            next.min(load_start + settings.warmup)
+                .saturating_duration_since(Instant::now()),
         );
-        sample(Stage::Warmup, &mut watch)?;
+        sample(Stage::Warmup, &mut watch, &mut live, &mut silences)?;
     }
-    let (first_at, first, _) = sample(Stage::Measuring, &mut watch)?;
+    let (first_at, first, _) = sample(Stage::Measuring, &mut watch, &mut live, &mut silences)?;
     let mut intervals = Vec::new();
     let mut next = first_at;
     let (last_at, end) = loop {
         next += settings.interval;
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
-        let (at, stats, rate) = sample(Stage::Measuring, &mut watch)?;
+        let (at, stats, rate) = sample(Stage::Measuring, &mut watch, &mut live, &mut silences)?;
         intervals.push(rate);
         if at.duration_since(first_at) >= settings.duration {
             break (at, stats);
         }
     };
     let measured = last_at.duration_since(first_at);
+    let timeline = Timeline::from_samples(settings.interval, &samples);
 
-    let stopped = read_all(&client, Query::Load(false))?;
-    let last_phase = stopped.iter().map(|s| s.phase).max().unwrap_or(0);
+    let now = || load_start.elapsed();
+    let stopped = read_live(
+        &client,
+        Query::Load(false),
+        &mut live,
+        timeout,
+        &mut silences,
+        now(),
+    );
+    let last_phase = stopped.iter().flatten().map(|s| s.phase).max().unwrap_or(0);
     let deadline = Instant::now() + settings.quiesce_timeout;
     loop {
-        let stats = read_all(&client, Query::Stats)?;
-        if stats.iter().all(|s| s.phase > last_phase && s.idle) {
+        let stats = read_live(
+            &client,
+            Query::Stats,
+            &mut live,
+            timeout,
+            &mut silences,
+            now(),
+        );
+        if stats
+            .iter()
+            .flatten()
+            .all(|s| s.phase > last_phase && s.idle)
+        {
             break;
         }
         if Instant::now() >= deadline {
@@ -397,25 +507,38 @@ pub fn run(
         })?;
         std::thread::sleep(Duration::from_millis(5));
     }
-    let digests = client
-        .query_all(Query::Digests)
+    let ask_live = |query: Query, live: &[bool]| -> Vec<Option<Result<Answer, ClientError>>> {
+        let tickets: Vec<_> = (0..client.nodes())
+            .map(|n| live[n as usize].then(|| client.send_query(n, query)))
+            .collect();
+        tickets
+            .into_iter()
+            .map(|t| t.map(|t| t.and_then(|t| t.wait())))
+            .collect()
+    };
+    let digests = ask_live(Query::Digests, &live)
         .into_iter()
         .zip(0..)
         .map(|(a, n)| match a {
-            Ok(Answer::Digests(d)) => Ok(d.iter().map(|d| (d.partition, d.digest)).collect()),
-            Ok(other) => Err(format!("node {n} answered {other:?} to a digests query")),
-            Err(e) => Err(format!("node {n}: {e}")),
+            None => Ok(None),
+            Some(Ok(Answer::Digests(d))) => {
+                Ok(Some(d.iter().map(|d| (d.partition, d.digest)).collect()))
+            }
+            Some(Ok(other)) => Err(format!("node {n} answered {other:?} to a digests query")),
+            Some(Err(e)) => Err(format!("node {n}: {e}")),
         })
-        .collect::<Result<Vec<Vec<_>>, String>>()?;
-    let replicas = compare_replicas(&layout, &digests);
-    let checks = client
-        .query_all(Query::Check)
+        .collect::<Result<Vec<Option<Vec<_>>>, String>>()?;
+    let views: Vec<Option<&[(PartitionId, u64)]>> = digests.iter().map(|d| d.as_deref()).collect();
+    let replicas = compare_live_replicas(&layout, &views);
+    let checks = ask_live(Query::Check, &live)
         .into_iter()
         .zip(0..)
-        .map(|(a, n)| match a {
-            Ok(Answer::Check(verdict)) => verdict,
-            Ok(other) => Err(format!("node {n} answered {other:?} to a check")),
-            Err(e) => Err(format!("node {n}: {e}")),
+        .filter_map(|(a, n)| {
+            Some(match a? {
+                Ok(Answer::Check(verdict)) => verdict,
+                Ok(other) => Err(format!("node {n} answered {other:?} to a check")),
+                Err(e) => Err(format!("node {n}: {e}")),
+            })
         })
         .collect();
 
@@ -423,11 +546,11 @@ pub fn run(
     for (e, s) in end.iter().zip(&first) {
         window.merge(&since(e, s));
     }
-    let coordinator = since(
-        &end[layout.coordinator() as usize],
-        &first[layout.coordinator() as usize],
-    )
-    .times;
+    // The phases' clock: the first coordinator still live (a successor took over a failed one).
+    let clock = (0..layout.nodes() as usize)
+        .find(|&n| live[n] && layout.is_full(n as u32))
+        .unwrap_or(layout.coordinator() as usize);
+    let coordinator = since(&end[clock], &first[clock]).times;
     Ok(BenchReport {
         nodes: layout.nodes(),
         measured,
@@ -436,6 +559,9 @@ pub fn run(
         intervals,
         replicas,
         checks,
+        timeline,
+        silences,
+        live,
     })
 }
 

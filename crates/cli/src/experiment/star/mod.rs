@@ -9,6 +9,7 @@
 pub mod calvin;
 pub mod compare;
 mod contenders;
+pub mod failover;
 pub mod iteration;
 pub mod latency;
 pub mod network;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::Instant;
 
 use super::stats::Stats;
 use super::workload::{TxnGen, TxnKind};
@@ -17,13 +18,51 @@ pub const MEASURE: u8 = 1;
 /// Stopping: no new transaction starts and the endpoint finishes.
 pub const STOP: u8 = 2;
 
-/// What the driver and an endpoint share: the phase, and a progress counter.
-#[derive(Default)]
+/// What the driver and an endpoint share: the phase, a progress counter and when each server
+/// last answered.
 pub struct Control {
     /// [`WARMUP`], [`MEASURE`] or [`STOP`].
     pub phase: AtomicU8,
-    /// Transactions finished so far (for the progress bar).
+    /// Transactions finished so far (for the progress bar and the throughput per interval).
     pub finished: AtomicU64,
+    /// The clock of `last_reply_ms`.
+    pub epoch: Instant,
+    /// Per server, milliseconds from `epoch` to its latest reply (updated at most every
+    /// [`REPLY_MARK_MS`] per endpoint), 0 if it never answered.
+    pub last_reply_ms: Vec<AtomicU64>,
+}
+
+/// How stale an endpoint lets its mark of a server's latest reply get, in milliseconds.
+pub const REPLY_MARK_MS: u64 = 10;
+
+impl Control {
+    /// Shared state for a run against `servers` servers (addresses `0..servers`).
+    pub fn new(servers: usize) -> Control {
+        Control {
+            phase: AtomicU8::new(WARMUP),
+            finished: AtomicU64::new(0),
+            epoch: Instant::now(),
+            last_reply_ms: (0..servers).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Milliseconds since `epoch` of `server`'s latest reply, if any.
+    pub fn last_reply(&self, server: usize) -> Option<u64> {
+        match self.last_reply_ms.get(server)?.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(ms),
+        }
+    }
+
+    fn mark_reply(&self, server: usize, marked: &mut u64) {
+        let ms = self.epoch.elapsed().as_millis() as u64 + 1;
+        if ms >= *marked + REPLY_MARK_MS
+            && let Some(slot) = self.last_reply_ms.get(server)
+        {
+            *marked = ms;
+            slot.fetch_max(ms, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The endpoint node.
@@ -32,6 +71,8 @@ pub struct BenchEndpoint {
     gens: Vec<TxnGen>,
     running: Vec<(TxnKind, TxnSpec, u64)>,
     control: Arc<Control>,
+    /// Per server, this endpoint's latest mark of its reply in `control`.
+    marked: Vec<u64>,
     /// Counters of the measured window.
     pub stats: Stats,
     /// Every transaction, when the run checks its history.
@@ -46,10 +87,16 @@ impl BenchEndpoint {
             pool,
             gens,
             running: vec![(TxnKind::Read, TxnSpec::default(), 0); n],
+            marked: vec![0; control.last_reply_ms.len()],
             control,
             stats: Stats::default(),
             recorder: record.then(Recorder::new),
         }
+    }
+
+    /// Requests this endpoint's clients resent after their resend timeout.
+    pub fn resends(&self) -> u64 {
+        self.pool.resends()
     }
 
     fn start_next<T: Transport<Msg>>(&mut self, net: &mut T, slot: u32) {
@@ -69,6 +116,9 @@ impl Node for BenchEndpoint {
     }
 
     fn on_message<T: Transport<Msg>>(&mut self, net: &mut T, from: Addr, msg: Msg) {
+        if let Some(marked) = self.marked.get_mut(from as usize) {
+            self.control.mark_reply(from as usize, marked);
+        }
         let Some((slot, outcome)) = self.pool.on_reply(net, from, msg) else {
             return;
         };

@@ -19,6 +19,11 @@ pub struct ProcessCluster {
     pub config: ClusterConfig,
     children: Vec<Child>,
     dir: PathBuf,
+    /// How each node was started (its program and arguments but the inherited socket), to start
+    /// it again after a kill.
+    commands: Vec<(PathBuf, Vec<String>)>,
+    /// Per node, whether it was killed on purpose ([`ProcessCluster::kill`]) and not restarted.
+    killed: Vec<bool>,
 }
 
 /// Sockets listening on `n` free ports of 127.0.0.1, for a cluster's nodes to serve on: a port stays
@@ -119,27 +124,27 @@ impl ProcessCluster {
             config,
             children: Vec::new(),
             dir,
+            commands: Vec::new(),
+            killed: vec![false; n],
         };
         for (id, socket) in reserved.iter().enumerate() {
             let fd = socket.as_raw_fd();
-            let mut command = Command::new(binary);
-            command
-                .arg("node")
-                .arg("--listen-fd")
-                .arg(fd.to_string())
-                .arg("--config")
-                .arg(&path)
-                .arg("--id")
-                .arg(id.to_string())
-                .arg("--stats")
-                .arg(cluster.stats_path(id))
-                .arg("--quiet")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit());
+            let mut args = vec![
+                "node".to_string(),
+                "--config".to_string(),
+                path.display().to_string(),
+                "--id".to_string(),
+                id.to_string(),
+                "--stats".to_string(),
+                cluster.stats_path(id).display().to_string(),
+                "--quiet".to_string(),
+            ];
             if pin {
-                command.arg("--cpu").arg(id.to_string());
+                args.extend(["--cpu".to_string(), id.to_string()]);
             }
+            let mut command = node_command(binary, &args);
+            command.arg("--listen-fd").arg(fd.to_string());
+            cluster.commands.push((binary.to_path_buf(), args));
             // SAFETY: runs in the forked child before exec and only calls fcntl(2), which is
             // async-signal-safe: the node's socket, and no other, outlives the exec.
             unsafe {
@@ -169,21 +174,70 @@ impl ProcessCluster {
         Ok(cluster)
     }
 
+    /// Kills node `id` with SIGKILL (it is not asked to stop) and reaps it; from then on
+    /// [`ProcessCluster::exited`] does not report it, as its death was asked for.
+    pub fn kill(&mut self, id: usize) -> Result<(), String> {
+        let child = self
+            .children
+            .get_mut(id)
+            .ok_or_else(|| format!("there is no node {id}"))?;
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("node {id} had already exited ({status})"));
+        }
+        child
+            .kill()
+            .map_err(|e| format!("cannot kill node {id}: {e}"))?;
+        let _ = child.wait();
+        self.killed[id] = true;
+        Ok(())
+    }
+
+    /// Starts node `id` again, killed before, as it was first started (same program, cluster file,
+    /// id and counters file); it binds its address from the cluster file itself.
+    pub fn restart(&mut self, id: usize) -> Result<(), String> {
+        if !self.killed.get(id).copied().unwrap_or(false) {
+            return Err(format!(
+                "node {id} was not killed, so it cannot be restarted"
+            ));
+        }
+        let (binary, args) = &self.commands[id];
+        let child = node_command(binary, args)
+            .spawn()
+            .map_err(|e| format!("cannot restart node {id}: {e}"))?;
+        self.children[id] = child;
+        self.killed[id] = false;
+        Ok(())
+    }
+
+    /// Nodes killed on purpose and not restarted.
+    pub fn killed(&self) -> usize {
+        self.killed.iter().filter(|&&k| k).count()
+    }
+
     /// The first node that is no longer running, and how it ended: a node that loads its data
-    /// before it serves may fail after [`ProcessCluster::start`] returned.
+    /// before it serves may fail after [`ProcessCluster::start`] returned. Nodes killed on
+    /// purpose are left out.
     pub fn exited(&mut self) -> Option<String> {
+        self.exited_nodes().into_iter().next().map(|(_, why)| why)
+    }
+
+    /// Every node no longer running but those killed on purpose, with how each ended.
+    pub fn exited_nodes(&mut self) -> Vec<(usize, String)> {
+        let killed = &self.killed;
         self.children
             .iter_mut()
             .enumerate()
-            .find_map(|(i, c)| match c.try_wait() {
-                Ok(Some(status)) => Some(format!("node {i} exited ({status})")),
+            .filter(|(i, _)| !killed[*i])
+            .filter_map(|(i, c)| match c.try_wait() {
+                Ok(Some(status)) => Some((i, format!("node {i} exited ({status})"))),
                 Ok(None) => None,
-                Err(e) => Some(format!("cannot wait for node {i}: {e}")),
+                Err(e) => Some((i, format!("cannot wait for node {i}: {e}"))),
             })
+            .collect()
     }
 
     /// Asks every node to shut down (SIGTERM) and waits up to `grace`; kills the rest.
-    /// Returns how many exited cleanly.
+    /// Returns how many exited cleanly (a node killed on purpose did not).
     pub fn stop(mut self, grace: Duration) -> usize {
         self.shutdown(grace)
     }
@@ -262,7 +316,11 @@ impl ProcessCluster {
         }
         let deadline = std::time::Instant::now() + grace;
         let mut exits = Vec::with_capacity(self.children.len());
-        for c in &mut self.children {
+        for (c, &killed) in self.children.iter_mut().zip(&self.killed) {
+            if killed {
+                exits.push(Err("it was killed on purpose (SIGKILL)".to_string()));
+                continue;
+            }
             exits.push(loop {
                 match c.try_wait() {
                     Ok(Some(status)) if status.success() => break Ok(()),
@@ -287,6 +345,17 @@ impl ProcessCluster {
         }
         exits
     }
+}
+
+/// The command that starts a node with `args` (its output discarded but its errors).
+fn node_command(binary: &Path, args: &[String]) -> Command {
+    let mut command = Command::new(binary);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    command
 }
 
 #[cfg(test)]
@@ -316,10 +385,16 @@ mod tests {
                     .expect("sh")
             })
             .collect();
+        let commands = scripts
+            .iter()
+            .map(|s| (PathBuf::from("sh"), vec!["-c".to_string(), s.to_string()]))
+            .collect();
         ProcessCluster {
             config,
+            killed: vec![false; scripts.len()],
             children,
             dir,
+            commands,
         }
     }
 
@@ -360,5 +435,42 @@ mod tests {
         );
         assert!(why[2].starts_with("no counters in "), "{why:?}");
         assert!(why[3].starts_with("malformed counters in "), "{why:?}");
+    }
+
+    #[test]
+    fn a_killed_node_is_not_reported_and_comes_back_on_restart() {
+        let mut cluster = scripted(&["exec sleep 30", "exec sleep 30"]);
+        assert_eq!(cluster.exited(), None);
+        cluster.kill(1).expect("kill node 1");
+        assert_eq!(cluster.killed(), 1);
+        assert_eq!(cluster.exited(), None, "an asked death is not reported");
+        assert!(
+            cluster.kill(1).is_err(),
+            "a dead node cannot be killed again"
+        );
+        assert!(
+            cluster.restart(0).is_err(),
+            "a live node cannot be restarted"
+        );
+        cluster.restart(1).expect("restart node 1");
+        assert_eq!(cluster.killed(), 0);
+        assert_eq!(cluster.exited(), None);
+        // The restarted node is watched again: its unasked death is reported.
+        // SAFETY: kill(2) on a child we spawned and have not reaped.
+        unsafe {
+            libc::kill(cluster.children[1].id() as libc::pid_t, libc::SIGKILL);
+        }
+        let started = std::time::Instant::now();
+        let why = loop {
+            if let Some(e) = cluster.exited_nodes().pop() {
+                break e;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10));
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert_eq!(why.0, 1);
+        assert!(why.1.contains("signal: 9"), "{why:?}");
+        let exits = cluster.stop_with_texts(Duration::from_millis(500));
+        assert_eq!(exits.len(), 2);
     }
 }

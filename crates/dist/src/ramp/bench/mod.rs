@@ -2,6 +2,7 @@
 //! warm-up, counters per transaction kind, and an optional Read Atomic check of the whole history.
 
 pub mod endpoint;
+pub mod faults;
 pub mod launch;
 pub mod stats;
 pub mod workload;
@@ -15,11 +16,19 @@ use crate::ramp::client::{ClientSettings, Router};
 use crate::ramp::history::Recorder;
 use crate::ramp::msg::Algorithm;
 use endpoint::{BenchEndpoint, Control, MEASURE, STOP};
+use faults::{Faults, Timeline};
 use phasedb_check::read_atomic::{RaStats, check_read_atomic};
 use phasedb_net::tcp::{TcpOptions, run_blocking};
 use phasedb_net::{CLIENT_ADDR_BASE, ClusterConfig};
 use stats::Stats;
 use workload::{Workload, YcsbRamp};
+
+/// The length of an interval of the throughput timeline.
+pub const INTERVAL: Duration = Duration::from_millis(100);
+
+/// How long a server may leave every client without a reply before the run reports it silent
+/// (five of the clients' resend timeouts).
+pub const SILENCE: Duration = Duration::from_secs(1);
 
 /// Most clients one benchmark process runs.
 pub const MAX_CLIENTS: usize = 1 << 14;
@@ -94,6 +103,13 @@ pub struct BenchReport {
     pub stats: Stats,
     /// The Read Atomic verdict when the run was verified: transactions checked, or the anomalies.
     pub verified: Option<Result<RaStats, Vec<String>>>,
+    /// Transactions finished per second in each [`INTERVAL`] from the start of the load (warm-up
+    /// included), so a stall shows.
+    pub timeline: Timeline,
+    /// Requests the clients resent because no answer came within their resend timeout.
+    pub resends: u64,
+    /// Servers that stopped answering for [`SILENCE`] (and answered again), as the clients saw it.
+    pub silences: Faults,
 }
 
 impl BenchReport {
@@ -113,7 +129,13 @@ pub fn run(
     bench.validate()?;
     let workload = Workload::new(bench.workload.clone());
     let router = Router::new(cluster);
-    let control = Arc::new(Control::default());
+    let servers = cluster
+        .nodes
+        .iter()
+        .map(|n| n.id as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let control = Arc::new(Control::new(servers));
     let settings = ClientSettings {
         bloom_bits: bench.bloom_bits,
         bloom_hashes: bench.bloom_hashes,
@@ -155,9 +177,20 @@ pub fn run(
     let start = Instant::now();
     let mut measure_start: Option<Instant> = None;
     let mut stopped_early = false;
+    let mut samples = vec![(Duration::ZERO, 0u64)];
+    let mut silences = Faults::new(None);
+    let mut silent = vec![false; servers];
+    let mut next_tick = INTERVAL;
     loop {
         let elapsed = start.elapsed();
-        progress(elapsed, control.finished.load(Ordering::Relaxed));
+        let finished = control.finished.load(Ordering::Relaxed);
+        if elapsed >= next_tick {
+            samples.push((elapsed, finished));
+            next_tick +=
+                INTERVAL * (1 + (elapsed - next_tick).as_nanos() / INTERVAL.as_nanos()) as u32;
+            watch_servers(&control, start, &mut silent, &mut silences);
+        }
+        progress(elapsed, finished);
         if measure_start.is_none() && elapsed >= bench.warmup {
             control.phase.store(MEASURE, Ordering::Relaxed);
             measure_start = Some(Instant::now());
@@ -173,22 +206,32 @@ pub fn run(
             None => bench.warmup.saturating_sub(elapsed),
             Some(m) => bench.duration.saturating_sub(m.elapsed()),
         };
-        std::thread::sleep(next.min(Duration::from_millis(100)));
+        let to_tick = next_tick.saturating_sub(start.elapsed());
+        std::thread::sleep(next.min(to_tick).min(INTERVAL));
     }
     control.phase.store(STOP, Ordering::Relaxed);
     let measured = measure_start.map_or(Duration::ZERO, |s| s.elapsed());
-    let drain_deadline = Instant::now() + Duration::from_secs(5);
+    samples.push((start.elapsed(), control.finished.load(Ordering::Relaxed)));
+    // Clients waiting on a silent server never finish: do not wait long for them.
+    let drain = if silent.iter().any(|&s| s) {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(5)
+    };
+    let drain_deadline = Instant::now() + drain;
     while threads.iter().any(|t| !t.is_finished()) && Instant::now() < drain_deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
     let _ = stop_tx.send(true);
     let mut stats = Stats::default();
+    let mut resends = 0;
     let mut recorder = bench.verify.then(Recorder::new);
     for t in threads {
         let ep = t
             .join()
             .map_err(|_| "a client thread panicked".to_string())??;
         stats.merge(&ep.stats);
+        resends += ep.resends();
         if let (Some(all), Some(r)) = (&mut recorder, ep.recorder) {
             all.merge(r);
         }
@@ -208,5 +251,36 @@ pub fn run(
         measured,
         stats,
         verified,
+        timeline: Timeline::from_samples(INTERVAL, &samples),
+        resends,
+        silences,
     })
+}
+
+/// Notes servers that have not answered for [`SILENCE`] (the time noted is when it was noticed;
+/// the text says when the last reply came) and silent servers that answer again.
+fn watch_servers(control: &Control, start: Instant, silent: &mut [bool], faults: &mut Faults) {
+    let now = start.elapsed();
+    let since_epoch = control.epoch.elapsed().as_millis() as u64;
+    let started_ms = since_epoch.saturating_sub(now.as_millis() as u64);
+    for (server, was_silent) in silent.iter_mut().enumerate() {
+        // Before its first reply a server is timed from the start of the load.
+        let last = control.last_reply(server).unwrap_or(started_ms.max(1));
+        let quiet = Duration::from_millis(since_epoch.saturating_sub(last));
+        if quiet >= SILENCE && !*was_silent {
+            *was_silent = true;
+            let last_s = last.saturating_sub(started_ms) as f64 / 1000.0;
+            faults.silent(
+                now,
+                server,
+                format!(
+                    "no reply to any client since {last_s:.3} s ({:.1} s)",
+                    quiet.as_secs_f64()
+                ),
+            );
+        } else if quiet < SILENCE && *was_silent {
+            *was_silent = false;
+            faults.answering(now, server);
+        }
+    }
 }

@@ -116,6 +116,8 @@ pub struct TxnClient {
     siblings: bool,
     rounds: u8,
     restarts: u32,
+    /// Requests resent after the resend timeout, over the client's life.
+    resends: u64,
     write_ts: Option<Ts>,
     ctime: u64,
     prepare_clock: u64,
@@ -150,6 +152,7 @@ impl TxnClient {
             siblings: false,
             rounds: 0,
             restarts: 0,
+            resends: 0,
             write_ts: None,
             ctime: 0,
             prepare_clock: 0,
@@ -636,6 +639,7 @@ impl TxnClient {
         let now = net.now();
         if !self.trailing.is_empty() && now >= self.trailing_sent_at + retry {
             self.trailing_sent_at = now;
+            self.resends += self.trailing.len() as u64;
             for (to, m) in &self.trailing {
                 net.send_copy(*to, m);
             }
@@ -646,10 +650,17 @@ impl TxnClient {
         self.sent_at = now;
         for (i, (to, m)) in self.requests.iter().enumerate() {
             if !self.answered[i] {
+                self.resends += 1;
                 net.send_copy(*to, m);
             }
         }
         self.renew_held_locks(net);
+    }
+
+    /// Requests this client resent because no answer came within the resend timeout (a server
+    /// slow, or down).
+    pub fn resends(&self) -> u64 {
+        self.resends
     }
 
     /// A lock transaction waiting past the resend timeout tells every server holding its locks that

@@ -58,6 +58,11 @@ impl ClientPool {
         }
     }
 
+    /// Requests the clients resent after their resend timeout.
+    pub fn resends(&self) -> u64 {
+        self.clients.iter().map(TxnClient::resends).sum()
+    }
+
     /// True when no client is running a transaction.
     pub fn all_idle(&self) -> bool {
         self.clients.iter().all(|c| c.is_idle())
