@@ -267,33 +267,69 @@ fn a_corrupt_checkpoint_falls_back_to_the_previous_one() {
     assert_eq!(rows(&db, t), expected);
 }
 
+/// A log write that fails as a full disk does (the log file's test-only byte budget) stops
+/// commits with an error, and nothing is acknowledged durable that is not on disk: every
+/// transaction of the durable epoch the database reported before it stopped comes back.
 #[test]
-fn a_failed_log_write_stops_commits_with_an_error() {
+fn a_failed_log_write_stops_commits_and_acknowledges_nothing_undurable() {
     let dir = TempDir::new("full");
     let mut cfg = config(&dir.0, 1, Duration::from_millis(2));
-    cfg.durability.as_mut().unwrap().disk_limit_bytes = Some(4096);
+    cfg.durability.as_mut().unwrap().disk_limit_bytes = Some(16 << 10);
     let (mut db, t) = bank(cfg, INITIAL);
     db.start_durability().unwrap();
     let mut w = db.worker();
+    // Per committed transaction i: its epoch (it wrote note i to account i % ACCOUNTS).
+    let mut epochs = Vec::new();
+    let mut acknowledged = 0;
     let mut refused = None;
     for i in 0..200_000u64 {
         match w.execute(0, |tx| tx.update(t, i % ACCOUNTS, |r| r.set_u64(1, i))) {
-            Ok(_) => {}
+            Ok(_) => epochs.push(w.commit_epoch().unwrap()),
             Err(e) => {
                 refused = Some(e);
                 break;
             }
         }
+        acknowledged = db.durable_epoch().unwrap();
         if i % 64 == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
     let err = refused.expect("commits stop once the log cannot be written");
     assert!(matches!(err, TxError::NotDurable(_)), "{err}");
+    assert!(err.to_string().contains("No space left"), "{err}");
+    // Every later commit is refused too, and waiting for durability fails.
+    for i in 0..10 {
+        let again = w.execute(0, |tx| tx.update(t, i, |r| r.set_u64(1, 0)));
+        assert!(matches!(again, Err(TxError::NotDurable(_))), "{again:?}");
+    }
     assert!(matches!(
-        db.wait_durable(u64::MAX >> 32),
+        db.wait_durable(epochs.last().copied().unwrap_or(1) + 1),
         Err(DurabilityError::Failed(_))
     ));
+    let durable = db.durable_epoch().unwrap();
+    assert!(
+        epochs.iter().any(|&e| e <= durable) && epochs.iter().any(|&e| e > durable),
+        "some commits were durable and some not when logging failed ({durable}, {:?}..{:?})",
+        epochs.first(),
+        epochs.last()
+    );
+    drop(w);
+    db.crash();
+    // A restart on a disk with room: exactly the transactions of the durable epochs.
+    let (mut db, t) = bank(config(&dir.0, 1, Duration::from_millis(2)), 0);
+    let r = db.start_durability().unwrap();
+    assert!(r.durable_epoch >= durable.max(acknowledged), "{r:?}");
+    let mut notes = vec![0u64; ACCOUNTS as usize];
+    for (i, &e) in epochs.iter().enumerate() {
+        if e <= r.durable_epoch {
+            notes[i % ACCOUNTS as usize] = i as u64;
+        }
+    }
+    let expected: Vec<_> = (0..ACCOUNTS)
+        .map(|a| (a, INITIAL, notes[a as usize]))
+        .collect();
+    assert_eq!(rows(&db, t), expected, "{r:?}");
 }
 
 #[test]
