@@ -412,3 +412,49 @@ pub(crate) fn columns_width(schema: &Schema, columns: u64) -> usize {
     column_runs(schema, columns, |run| len += run.len());
     len
 }
+
+#[cfg(test)]
+mod tests {
+    use phasedb_storage::{ColumnType, Schema};
+
+    use super::*;
+
+    /// Records carrying an epoch (durability logs) decode with it only where accepted; replication
+    /// refuses them as unknown kinds, and a record cut inside its epoch is an error, not a panic.
+    #[test]
+    fn records_with_an_epoch_decode_only_in_logs() {
+        let schema = Schema::builder()
+            .column("v", ColumnType::U64, 0)
+            .build()
+            .unwrap();
+        let schema_of = |t: TableId| (t == 0).then_some(&schema);
+        let mut buf = Vec::new();
+        push_upsert_in(&mut buf, &schema, 0, 5, (17, Some(300)), 1, &[42]);
+        push_delete_in(&mut buf, 0, 6, (18, Some(301)));
+        push_delete(&mut buf, 0, 7, 9 << crate::tid::EPOCH_SHIFT);
+        let logged: Vec<_> = Decoder::new(&buf, schema_of)
+            .with_epochs()
+            .map(|r| r.map(|r| (r.kind, r.key, r.tid, r.epoch())))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            logged,
+            [
+                (RecordKind::Upsert, 5, 17, 300),
+                (RecordKind::Delete, 6, 18, 301),
+                (RecordKind::Delete, 7, 9 << crate::tid::EPOCH_SHIFT, 9),
+            ]
+        );
+        let replicated = Decoder::new(&buf, schema_of).next().unwrap();
+        assert!(
+            matches!(replicated, Err(ReplicationError::BadKind { kind: 2, .. })),
+            "{replicated:?}"
+        );
+        for cut in 0..buf.len() {
+            let ended = Decoder::new(&buf[..cut], schema_of)
+                .with_epochs()
+                .find_map(Result::err);
+            assert!(cut == 0 || ended.is_some(), "cut at {cut}");
+        }
+    }
+}

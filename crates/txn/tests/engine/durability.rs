@@ -665,15 +665,15 @@ fn a_directory_of_another_format_version_is_refused() {
     assert!(err.to_string().contains("format version 1"), "{err}");
 }
 
+/// Marks records split before a run (Doppel).
+type Split<'a, P> = &'a dyn Fn(&Database<P>, TableId);
+
 /// Two workers transfer between a few hot accounts (and insert and delete rows of their own)
 /// under protocol `P` until the database crashes; recovery must give exactly the transactions of
 /// the durable epochs (a serial replay of them), the total intact. With `split`, balances change
 /// by splittable additions and half the hot accounts are split (Doppel).
 /// `ran` checks the run before the crash.
-fn crash_and_recover<P: Protocol>(
-    split: Option<&dyn Fn(&Database<P>, TableId)>,
-    ran: &dyn Fn(&Database<P>),
-) {
+fn crash_and_recover<P: Protocol>(split: Option<Split<'_, P>>, ran: &dyn Fn(&Database<P>)) {
     let dir = TempDir::new(P::NAME);
     let open = |initial: i64| bank_of::<P>(config(&dir.0, 2, Duration::from_millis(3)), initial);
     let (mut db, t) = open(INITIAL);
