@@ -170,6 +170,13 @@ fn bank_under_locking_protocols_killed_mid_run_keeps_its_total() {
     }
 }
 
+#[test]
+fn bank_under_tictoc_and_doppel_killed_mid_run_keeps_its_total() {
+    for protocol in ["tictoc", "doppel"] {
+        bank_killed(&["--protocol", protocol], 1);
+    }
+}
+
 /// Kills a durable bank run (with `extra` flags) `rounds` times, each time restarting it on the
 /// same directory and checking the total.
 fn bank_killed(extra: &[&str], rounds: usize) {

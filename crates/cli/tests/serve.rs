@@ -86,7 +86,7 @@ fn serve_refuses_bad_flags_with_status_2() {
         &["serve", "--token-file", "/nonexistent/token"],
         &["serve", "--threads", "0", "--listen", "127.0.0.1:0"],
         &["serve", "--listen", "not-an-address"],
-        &["serve", "--data-dir", "/tmp/x", "--protocol", "tictoc"],
+        &["serve", "--data-dir", "/tmp/x", "--protocol", "nocc"],
         &["serve", "--fsync", "none"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_phasedb"))

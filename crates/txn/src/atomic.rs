@@ -103,6 +103,19 @@ impl Protocol for Atomic {
         Err(ONLY_SPLITTABLE)
     }
 
+    /// Refused: its operations change the records in place with atomic instructions as they run,
+    /// with no commit and no TID, so nothing orders them for a log, and a crash could keep any
+    /// subset of a transaction's operations.
+    fn start_durability(
+        _db: &mut Database<Self>,
+    ) -> Result<crate::durability::Recovery, crate::durability::DurabilityError> {
+        Err(crate::durability::DurabilityError::Unsupported(
+            Self::NAME,
+            "its increments are applied in place by atomic instructions, with no commit and no TID \
+             to log them at, so a crash could keep any part of a transaction",
+        ))
+    }
+
     fn commit(st: &mut TxState<TidWord>, _ctx: &mut CommitCtx<'_, Self>) -> TxResult<()> {
         if st.writes.iter().any(|w| w.kind != WriteKind::Cancelled) || !st.scans.is_empty() {
             return Err(ONLY_SPLITTABLE);

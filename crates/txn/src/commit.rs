@@ -385,8 +385,20 @@ pub(crate) fn install<P: Protocol<Meta: TidMeta>>(
     db: &Database<P>,
     tid: u64,
 ) {
+    install_logged(st, db, tid, None);
+}
+
+/// [`install`], logging each record with `epoch` besides `tid` if set (TicToc, whose commit
+/// timestamps are not Silo TIDs and so carry no epoch).
+#[inline(always)]
+pub(crate) fn install_logged<P: Protocol<Meta: TidMeta>>(
+    st: &mut TxState<P::Meta>,
+    db: &Database<P>,
+    tid: u64,
+    epoch: Option<u64>,
+) {
     install_images(st, db);
-    log_installed(st, db, tid);
+    log_installed(st, db, (tid, epoch));
     publish_installed(st, db, tid);
 }
 
@@ -396,10 +408,10 @@ pub(crate) fn install<P: Protocol<Meta: TidMeta>>(
 fn log_installed<P: Protocol<Meta: TidMeta>>(
     st: &mut TxState<P::Meta>,
     db: &Database<P>,
-    tid: u64,
+    at: (u64, Option<u64>),
 ) {
     if let Some(log) = &st.log {
-        log.logs[st.slot].append(&db.tables, &st.writes, &mut st.row, tid);
+        log.logs[st.slot].append(&db.tables, &st.writes, &mut st.row, at);
     }
 }
 
@@ -412,7 +424,7 @@ pub(crate) fn install_held<P: Protocol<Meta: TidMeta>>(
     tid: u64,
 ) {
     install_images(st, db);
-    log_installed(st, db, tid);
+    log_installed(st, db, (tid, None));
     for l in &mut st.locks {
         let w = &st.writes[l.write as usize];
         let word = installed_word(w.kind, tid);

@@ -123,6 +123,17 @@ pub(crate) struct Durable {
     pub(crate) loggers: crate::durability::Loggers,
 }
 
+impl<P: Protocol> Drop for Database<P> {
+    /// Under durable operation a phased protocol first brings every committed write into the
+    /// records (Doppel's reconciliation logs the values split phases produced), so the loggers'
+    /// last round makes it durable.
+    fn drop(&mut self) {
+        if P::PHASED && self.durable.is_some() {
+            self.settle();
+        }
+    }
+}
+
 impl<P: Protocol> Database<P> {
     /// An empty database.
     pub fn open(config: Config) -> Database<P> {
@@ -282,7 +293,8 @@ impl<P: Protocol> Database<P> {
     /// Then logger threads start; every commit's after-images are logged, and a transaction is
     /// durable once its epoch is at or below [`Database::durable_epoch`] (see
     /// [`Worker::wait_durable`]). Returns what was recovered. Only protocols whose commit logs
-    /// (`occ`) support it; others get [`crate::DurabilityError::Unsupported`].
+    /// support it (every protocol but `atomic`, `nocc` and `star`); others get
+    /// [`crate::DurabilityError::Unsupported`].
     pub fn start_durability(
         &mut self,
     ) -> Result<crate::durability::Recovery, crate::durability::DurabilityError> {
@@ -302,9 +314,20 @@ impl<P: Protocol> Database<P> {
     }
 
     /// Waits until epoch `epoch` is durable; an error if durability is off or logging failed.
+    ///
+    /// Under a phased protocol (Doppel) a split phase's epochs become durable only at its
+    /// reconciliation, which workers start at a transaction boundary: if the epoch is not durable
+    /// after a few epochs (workers idle, or all of them waiting), the phase is settled here.
     pub fn wait_durable(&self, epoch: u64) -> Result<(), crate::durability::DurabilityError> {
         match &self.durable {
             None => Err(crate::durability::DurabilityError::NotConfigured),
+            Some(d) if P::PHASED => {
+                let patience = (self.config.epoch_interval * 4).max(Duration::from_millis(1));
+                while !d.logging.wait_for(epoch, patience)? {
+                    self.settle();
+                }
+                Ok(())
+            }
             Some(d) => d.logging.wait(epoch),
         }
     }

@@ -33,7 +33,10 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     fn start_durability(
         _db: &mut Database<Self>,
     ) -> Result<crate::durability::Recovery, crate::durability::DurabilityError> {
-        Err(crate::durability::DurabilityError::Unsupported(Self::NAME))
+        Err(crate::durability::DurabilityError::Unsupported(
+            Self::NAME,
+            "its commits do not log",
+        ))
     }
 
     /// Metadata holding the TID word `word` (see [`crate::tid`]) for a new record or placeholder.

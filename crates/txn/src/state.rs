@@ -339,6 +339,10 @@ pub struct CommitCtx<'a, P: Protocol> {
     pub last_tid: &'a mut u64,
     /// Set by a successful commit: the TID chosen (0 for a read-only transaction).
     pub tid: u64,
+    /// Set by a commit whose TID carries no epoch (TicToc's timestamps) or that wrote outside its
+    /// TID (Doppel's per-core slices): the epoch it committed in, which durability counts (0: the
+    /// TID's epoch).
+    pub epoch: u64,
     /// Silo commits install the writes but keep their write locks until
     /// [`crate::Worker::release_locks`] (synchronous replication holds them until the secondaries
     /// acknowledged, STAR §8.1.3). Other protocols ignore it.

@@ -54,6 +54,16 @@ impl Protocol for TicToc {
     type Shared = ();
     type Meta = TicTocMeta;
 
+    /// Durable operation logs each commit's writes with its commit timestamp (which orders a row's
+    /// versions in recovery, as it does in the database) and the epoch it committed in (which
+    /// group commit and recovery's durable cut-off count); recovery gives every group its
+    /// recovered timestamp as both write and read timestamp.
+    fn start_durability(
+        db: &mut Database<Self>,
+    ) -> Result<crate::durability::Recovery, crate::durability::DurabilityError> {
+        crate::durability::start(db)
+    }
+
     fn new_meta(word: u64) -> TicTocMeta {
         TicTocMeta {
             word: TidWord::new(word),
@@ -119,6 +129,10 @@ impl Protocol for TicToc {
             }
         }
         fence(Ordering::SeqCst);
+        // The epoch the commit counts in for durability (its timestamp carries none): read with
+        // the locks held, as Silo reads it, so a later writer of the same groups reads the same
+        // epoch or a later one, and after the worker entered its activity slot.
+        let epoch = db.epoch.current();
         let valid = validate_and_extend(st, db, cts)
             .and_then(|()| commit::validate_misses(st, db, ctx.guard))
             .and_then(|()| commit::validate_scans(st, db, ctx.guard));
@@ -134,9 +148,10 @@ impl Protocol for TicToc {
                     .rts
                     .store(cts, Ordering::SeqCst);
             }
-            commit::install(st, db, cts);
+            commit::install_logged(st, db, cts, Some(epoch));
             *ctx.last_tid = cts;
             ctx.tid = cts;
+            ctx.epoch = epoch;
         }
         Ok(())
     }

@@ -45,6 +45,9 @@ pub struct Worker<'db, P: Protocol> {
     /// The TID of the transaction [`Worker::execute`] last committed with writes (0: the last call
     /// committed nothing, or only read); its sets stay in `state` until the next call.
     pub(crate) committed: u64,
+    /// The epoch of that transaction if its TID does not carry it ([`CommitCtx::epoch`]; 0: the
+    /// TID's).
+    pub(crate) committed_epoch: u64,
     /// Commits keep their write locks until [`Worker::release_locks`] ([`CommitCtx::hold_locks`]).
     pub(crate) hold_locks: bool,
     /// Conflicts abort at once and are returned, without waiting for locks ([`CommitCtx::no_wait`]).
@@ -113,6 +116,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
             ahead_records: Footprint::default(),
             ahead_slots: Footprint::default(),
             committed: 0,
+            committed_epoch: 0,
             hold_locks: false,
             no_wait: false,
             holding: false,
@@ -177,6 +181,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
         }
         let mut attempt = 0u32;
         self.committed = 0;
+        self.committed_epoch = 0;
         self.committed_type = None;
         if let Some(log) = &self.state.log
             && let Some(why) = log.failure()
@@ -216,13 +221,14 @@ impl<'db, P: Protocol> Worker<'db, P> {
                             worker: self.id,
                             last_tid: &mut self.last_tid,
                             tid: 0,
+                            epoch: 0,
                             hold_locks: self.hold_locks,
                             no_wait: self.no_wait,
                             prepare: self.prepare,
                         };
                         let committed = P::commit(&mut self.state, &mut ctx);
-                        let tid = ctx.tid;
-                        committed.map(|()| (value, tid))
+                        let (tid, epoch) = (ctx.tid, ctx.epoch);
+                        committed.map(|()| (value, tid, epoch))
                     }
                     Ok(Err(e)) => Err(e),
                     Err(panic) => Err(TxError::Panicked(panic_message(&*panic))),
@@ -248,7 +254,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     }
                 }
             }
-            if let (Ok((_, tid)), Some(h), false) = (&outcome, &mut self.history, self.prepare) {
+            if let (Ok((_, tid, _)), Some(h), false) = (&outcome, &mut self.history, self.prepare) {
                 crate::record::record_commit(db, &self.state, *tid, self.id, h);
             }
             if outcome.is_ok()
@@ -261,8 +267,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
             self.db.activity.leave(self.slot);
             P::reclaim(&mut self.state, db);
             match outcome {
-                Ok((value, tid)) => {
+                Ok((value, tid, epoch)) => {
                     self.committed = tid;
+                    self.committed_epoch = epoch;
                     self.prepared = self.prepare;
                     self.holding =
                         !self.prepare && self.hold_locks && self.state.locks.iter().any(|l| l.held);
@@ -328,7 +335,11 @@ impl<'db, P: Protocol> Worker<'db, P> {
     /// only read or did not commit): under durable operation it is durable once
     /// [`Database::durable_epoch`] reaches this epoch (SiloR's epoch-based group commit).
     pub fn commit_epoch(&self) -> Option<u64> {
-        (self.committed != 0).then(|| crate::tid::epoch_of(self.committed))
+        match (self.committed, self.committed_epoch) {
+            (0, 0) => None,
+            (tid, 0) => Some(crate::tid::epoch_of(tid)),
+            (_, epoch) => Some(epoch),
+        }
     }
 
     /// The type (the `ty` given to [`Worker::execute`]) of the transaction the last call

@@ -151,6 +151,10 @@ fn start_split(
         coord.stats.skipped_splits += 1;
         phases.next_word(JOINED)
     } else {
+        if let Some(d) = &db.durable {
+            // Every transaction of the split phase commits in this epoch or a later one.
+            d.logging.hold_from(db.epoch.current());
+        }
         for slot in 0..high {
             // SAFETY: as above.
             let s = unsafe { db.shared.slot(slot) };
@@ -308,6 +312,14 @@ fn reconcile_and_join(
         if db.config.record_history {
             reconcile::record_merge(db, e, new_tid, phase::seq(split_phase));
         }
+        if let Some(d) = &db.durable {
+            reconcile::log_merged(db, e, new_tid, &d.logging.logs[me_slot.unwrap_or(0)]);
+        }
+    }
+    if let Some(d) = &db.durable {
+        // The merged values are in a log buffer with TIDs of this epoch, after every transaction
+        // of the split phase (all ended before the barrier).
+        d.logging.release_at(epoch);
     }
     let mut stashed = 0;
     for slot in 0..high {

@@ -50,6 +50,16 @@ impl Protocol for Doppel {
         TidWord::new(word)
     }
 
+    /// Durable operation logs the joined phases' and the split phases' OCC writes at commit like
+    /// Silo, and each split record's reconciled value at the reconciliation (the durable epoch is
+    /// held below the split phase until then, so a split phase's transactions are recovered with
+    /// their per-core slice operations or not at all).
+    fn start_durability(
+        db: &mut Database<Self>,
+    ) -> Result<crate::durability::Recovery, crate::durability::DurabilityError> {
+        crate::durability::start(db)
+    }
+
     #[allow(clippy::too_many_arguments)] // the hot read path; kept flat so it inlines
     #[inline]
     fn read_group(
@@ -98,7 +108,14 @@ impl Protocol for Doppel {
 
     fn commit(st: &mut TxState<TidWord>, ctx: &mut CommitCtx<'_, Self>) -> TxResult<()> {
         match silo_commit::<Self, true>(st, ctx) {
-            Ok(()) if !st.split_writes.is_empty() => apply_to_slices(st, ctx.db),
+            Ok(()) if !st.split_writes.is_empty() => {
+                apply_to_slices(st, ctx.db);
+                if ctx.tid == 0 {
+                    // Durable once the reconciliation's values are (see `Logging::hold_from`):
+                    // any epoch of the split phase is held until then.
+                    ctx.epoch = ctx.db.epoch.current();
+                }
+            }
             Ok(()) => {}
             Err(TxError::Stashed) => return Err(stash_at_commit(st, ctx.db)),
             Err(e) => return Err(e),

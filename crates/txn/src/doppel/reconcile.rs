@@ -68,6 +68,33 @@ fn merge_entry(db: &Database<Doppel>, e: &SplitEntry, slice: &[u64], buf: &mut V
     meta.publish(word);
 }
 
+/// Logs the merged value of split record `e` (its whole column group, as the reconciliation left
+/// it, with the TID `tid` it was given) to `log`: durability logs the values split-phase
+/// operations produce, not the operations (SiloR's value logging). Called while no worker runs.
+pub(crate) fn log_merged(
+    db: &Database<Doppel>,
+    e: &SplitEntry,
+    tid: u64,
+    log: &crate::durability::WorkerLog,
+) {
+    let table = db.table(e.label.table);
+    let schema = table.schema();
+    let group = &schema.groups()[e.group as usize];
+    let mut row = vec![0u64; schema.row_words()];
+    e.rec.copy_group(
+        table.layout(),
+        e.group as usize,
+        &mut row[group.word..group.word + group.words],
+    );
+    log.append_row(
+        schema,
+        (e.label.table, e.label.key),
+        (tid, None),
+        group.columns,
+        &row,
+    );
+}
+
 /// Records the merge of split record `e` into version `version` as a transaction of its own: it
 /// reads the version before the split phase, writes the merged one, and absorbs the operations the
 /// split phase `phase` applied to the record's slices.

@@ -26,19 +26,21 @@ impl WorkerLog {
     /// (the locks are still held, so later writers of the group wait), and for each deleted row a
     /// delete. An update carries only its columns, not their whole groups: recovery replays such
     /// partial images in TID order per row (see `recovery.rs`). `row` is scratch of a row's words.
+    /// `at` is (TID, epoch): the epoch is carried in each record if set (a TID that is not a Silo
+    /// TID, such as TicToc's commit timestamp, says nothing of the epoch).
     pub(crate) fn append<M: TidMeta>(
         &self,
         tables: &[Table<M>],
         writes: &[WriteEntry<M>],
         row: &mut [u64],
-        tid: u64,
+        at: (u64, Option<u64>),
     ) {
         let mut buf = self.buf.lock();
         for w in writes {
             let table = &tables[w.table as usize];
             match w.kind {
                 WriteKind::Cancelled => {}
-                WriteKind::Delete => format::push_delete(&mut buf, w.table, w.key, tid),
+                WriteKind::Delete => format::push_delete_in(&mut buf, w.table, w.key, at),
                 WriteKind::Update | WriteKind::Insert => {
                     let rec = w.rec.expect("an installed write knows its record");
                     let groups = copy_groups(table, rec, w.groups(table.schema()), row);
@@ -46,18 +48,32 @@ impl WorkerLog {
                         WriteKind::Update => w.columns & groups,
                         _ => groups,
                     };
-                    format::push_upsert(
+                    format::push_upsert_in(
                         &mut buf,
                         table.schema(),
                         w.table,
                         w.key,
-                        tid,
+                        at,
                         columns,
                         row,
                     );
                 }
             }
         }
+    }
+
+    /// Appends an upsert of the columns `columns` of row `key` of table `t`, the bytes taken from
+    /// the row image `row`, with `at` as in [`WorkerLog::append`]: a value produced outside a
+    /// transaction's write set (Doppel's reconciled records).
+    pub(crate) fn append_row(
+        &self,
+        schema: &Schema,
+        (t, key): (phasedb_storage::TableId, u64),
+        at: (u64, Option<u64>),
+        columns: u64,
+        row: &[u64],
+    ) {
+        format::push_upsert_in(&mut self.buf.lock(), schema, t, key, at, columns, row);
     }
 
     /// Swaps the buffer's contents with `spare` (left empty, with its capacity), for the logger.

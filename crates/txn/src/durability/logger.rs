@@ -53,6 +53,8 @@ pub(crate) struct Logging {
     stop: AtomicBool,
     /// Set by [`crate::Database::crash`]: loggers exit at once, writing nothing more.
     halt: AtomicBool,
+    /// Epochs no marker may name (see [`Logging::hold_from`]): `start..end`.
+    hold: Mutex<(u64, u64)>,
 }
 
 impl Logging {
@@ -76,6 +78,42 @@ impl Logging {
             moved_cv: Condvar::new(),
             stop: AtomicBool::new(false),
             halt: AtomicBool::new(false),
+            hold: Mutex::new((u64::MAX, u64::MAX)),
+        }
+    }
+
+    /// Keeps the durable epoch below `start` until [`Logging::release_at`] (Doppel's split
+    /// phases). A transaction of a split phase commits its per-core slice operations into the
+    /// records only at the reconciliation, which logs the values they produce in its epoch `end`;
+    /// a durable epoch from `start` (the split phase's first) to `end - 1` would recover some of
+    /// the phase's transactions without their slice operations. So the durable epoch goes from
+    /// below `start` to `end` or later at once. Called while no transaction runs; a hold not yet
+    /// passed (the durable epoch still below its end) is extended instead, keeping its start.
+    pub(crate) fn hold_from(&self, start: u64) {
+        let mut hold = self.hold.lock();
+        if hold.0 == u64::MAX || self.durable() >= hold.1 {
+            hold.0 = start;
+        }
+        hold.1 = u64::MAX;
+    }
+
+    /// Ends the hold at `end`: the epoch in which the values the held epochs produced were
+    /// appended to a log buffer (before this call).
+    pub(crate) fn release_at(&self, end: u64) {
+        let mut hold = self.hold.lock();
+        if hold.0 != u64::MAX {
+            hold.1 = end;
+        }
+    }
+
+    /// `durable` as a marker may name it: below the hold if inside it (never below `floor`, the
+    /// logger's last marker, which was safe when written).
+    fn held(&self, durable: u64, floor: u64) -> u64 {
+        let (start, end) = *self.hold.lock();
+        if (start..end).contains(&durable) {
+            start.saturating_sub(1).max(floor)
+        } else {
+            durable
         }
     }
 
@@ -102,15 +140,28 @@ impl Logging {
 
     /// Waits until `epoch` is durable; an error if logging failed first.
     pub(crate) fn wait(&self, epoch: u64) -> Result<(), DurabilityError> {
+        while !self.wait_for(epoch, Duration::from_secs(3600))? {}
+        Ok(())
+    }
+
+    /// Waits at most `limit` until `epoch` is durable: whether it is; an error if logging failed
+    /// first.
+    pub(crate) fn wait_for(&self, epoch: u64, limit: Duration) -> Result<bool, DurabilityError> {
+        let until = std::time::Instant::now() + limit;
         let mut guard = self.moved.lock();
         loop {
             if self.durable() >= epoch {
-                return Ok(());
+                return Ok(true);
             }
             if let Some(why) = self.failure() {
                 return Err(DurabilityError::Failed(why));
             }
-            self.moved_cv.wait_for(&mut guard, Duration::from_millis(5));
+            let now = std::time::Instant::now();
+            if now >= until {
+                return Ok(false);
+            }
+            self.moved_cv
+                .wait_for(&mut guard, (until - now).min(Duration::from_millis(5)));
         }
     }
 
@@ -239,7 +290,8 @@ impl Logger {
         let now = self.epoch.current();
         fence(Ordering::SeqCst);
         let safe = now.min(self.activity.oldest());
-        let durable = safe.saturating_sub(1);
+        // Read before the buffers are taken: what a released hold waited for is in them.
+        let durable = self.shared.held(safe.saturating_sub(1), self.last_marker);
         self.out.clear();
         let high = self.activity.high();
         for (i, slot) in (self.index..high).step_by(self.loggers).enumerate() {

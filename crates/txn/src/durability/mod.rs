@@ -48,6 +48,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+pub(crate) use buffer::WorkerLog;
 pub(crate) use checkpointer::Checkpointer;
 pub(crate) use logger::{Loggers, Logging};
 
@@ -182,9 +183,9 @@ pub enum DurabilityError {
     #[error("log file {path} is corrupt inside a block whose checksum holds: {detail}")]
     Corrupt { path: PathBuf, detail: String },
     #[error(
-        "protocol {0} does not support durability (supported: occ, 2pl, 2pl-nowait, 2pl-waitdie, swisstm, adaptive)"
+        "protocol {0} does not support durability: {1} (supported: occ, 2pl, 2pl-nowait, 2pl-waitdie, swisstm, adaptive, tictoc, doppel)"
     )]
-    Unsupported(&'static str),
+    Unsupported(&'static str, &'static str),
     #[error("durability needs epochs: Config::epoch_interval must be nonzero")]
     NoEpochs,
     #[error("Config::durability is not set")]

@@ -1,7 +1,9 @@
 //! Parallel log replay (SiloR §5.2): every log file of the generations after the checkpoint is
 //! read and applied by its own thread; order does not matter, because each record reaches a
 //! column group only if its TID is newer than the group's (the Thomas write rule of
-//! `crate::star` `apply.rs`).
+//! `crate::star` `apply.rs`). A record's epoch (what the durable cut-off compares) is its Silo
+//! TID's, or the one it carries: TicToc's TIDs are commit timestamps, which order a row's
+//! versions as Silo TIDs do but hold no epoch.
 //!
 //! That holds for records that carry whole column groups (inserts, deletes, updates that wrote
 //! every column of their groups). An update logs only the columns it wrote, and such a *partial*
@@ -27,7 +29,6 @@ use crate::protocol::Protocol;
 use crate::star::Applied;
 use crate::star::apply::apply_record;
 use crate::star::format::{Decoder, Record, RecordKind};
-use crate::tid::epoch_of;
 
 /// A log file of a data directory, read and framed.
 pub(crate) struct LogScan {
@@ -153,12 +154,12 @@ pub(crate) fn replay<P: Protocol>(
             if kind != Kind::Records {
                 continue;
             }
-            for r in Decoder::new(payload, schema_of).unbounded() {
+            for r in Decoder::new(payload, schema_of).unbounded().with_epochs() {
                 let r = r.map_err(|e| DurabilityError::Corrupt {
                     path: log.path.clone(),
                     detail: e.to_string(),
                 })?;
-                let e = epoch_of(r.tid);
+                let e = r.epoch();
                 if e > d || e < from {
                     done.dropped += 1;
                     continue;

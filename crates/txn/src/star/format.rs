@@ -3,10 +3,16 @@
 //! ```text
 //! batch  := block*
 //! block  := MAGIC (1 byte, 0xA5) · count (u32, little-endian) · record × count
-//! record := kind (1 byte: 0 upsert, 1 delete) · table (varint) · key (varint) · TID (varint)
+//! record := kind (1 byte: 0 upsert, 1 delete; 2, 3 the same with an epoch) · table (varint)
+//!           · key (varint) · TID (varint) · [kinds 2, 3 only: epoch (varint)]
 //!           · [upsert only: columns (varint bit mask) · the bytes of each column in the mask,
 //!              group by group and in column order within a group, exactly as stored in the row]
 //! ```
+//!
+//! Kinds 2 and 3 are for durability logs of protocols whose TIDs are not Silo TIDs (TicToc's
+//! logical commit timestamps): the record carries the epoch its transaction committed in, which
+//! group commit and recovery need, apart from the TID that orders a row's versions. Only a
+//! decoder made [`Decoder::with_epochs`] accepts them; replication refuses them as unknown kinds.
 //!
 //! Varints are LEB128 (7 bits a byte, low bits first). A column's bytes take its schema width
 //! ([`phasedb_storage::ColumnType::width`]), so a record carries no lengths: the receiving node has
@@ -76,8 +82,18 @@ pub(crate) struct Record<'a> {
     pub table: TableId,
     pub key: u64,
     pub tid: u64,
+    /// The epoch its transaction committed in, if the record carries one (kinds 2 and 3).
+    pub epoch: Option<u64>,
     pub columns: u64,
     pub data: &'a [u8],
+}
+
+impl Record<'_> {
+    /// The epoch the record's transaction committed in: carried, or the Silo TID's.
+    #[inline]
+    pub fn epoch(&self) -> u64 {
+        self.epoch.unwrap_or(crate::tid::epoch_of(self.tid))
+    }
 }
 
 /// Appends an upsert of the columns `columns` of row `key`, whose bytes are taken from the row
@@ -91,7 +107,21 @@ pub(crate) fn push_upsert(
     columns: u64,
     row: &[u64],
 ) {
-    push_head(buf, RecordKind::Upsert, table, key, tid, Some(columns));
+    push_upsert_in(buf, schema, table, key, (tid, None), columns, row);
+}
+
+/// [`push_upsert`] of a record that carries `epoch` besides its TID if `epoch` is set (`at`:
+/// (TID, epoch)).
+pub(crate) fn push_upsert_in(
+    buf: &mut Vec<u8>,
+    schema: &Schema,
+    table: TableId,
+    key: u64,
+    at: (u64, Option<u64>),
+    columns: u64,
+    row: &[u64],
+) {
+    push_head(buf, RecordKind::Upsert, table, key, at, Some(columns));
     let bytes = RowView::new(schema, row).as_bytes();
     column_runs(schema, columns, |run| buf.extend_from_slice(&bytes[run]));
 }
@@ -137,8 +167,16 @@ pub(crate) fn column_runs(schema: &Schema, columns: u64, mut f: impl FnMut(Range
 
 /// Appends a delete of row `key` to `buf`.
 pub(crate) fn push_delete(buf: &mut Vec<u8>, table: TableId, key: u64, tid: u64) {
-    push_head(buf, RecordKind::Delete, table, key, tid, None);
+    push_head(buf, RecordKind::Delete, table, key, (tid, None), None);
 }
+
+/// [`push_delete`] of a record that carries `at.1`, an epoch, besides its TID `at.0` if set.
+pub(crate) fn push_delete_in(buf: &mut Vec<u8>, table: TableId, key: u64, at: (u64, Option<u64>)) {
+    push_head(buf, RecordKind::Delete, table, key, at, None);
+}
+
+/// The kind byte of a record carrying an epoch: the plain kind's plus this.
+const WITH_EPOCH: u8 = 2;
 
 /// Starts a block if `buf` is empty, counts one more record in it, and appends the record's fields
 /// up to its column mask (an upsert's).
@@ -147,7 +185,7 @@ fn push_head(
     kind: RecordKind,
     table: TableId,
     key: u64,
-    tid: u64,
+    (tid, epoch): (u64, Option<u64>),
     columns: Option<u64>,
 ) {
     if buf.is_empty() {
@@ -164,12 +202,15 @@ fn push_head(
         .expect("a replication buffer holds at most u32::MAX records: ship it sooner");
     buf[1..HEADER].copy_from_slice(&count.to_le_bytes());
     // Encoded on the stack and appended at once: one capacity check instead of one per byte.
-    // Kind, table (a u32: at most 5 bytes), key, TID and column mask.
-    let mut head = [0u8; 1 + 5 + 3 * VARINT_MAX];
-    head[0] = kind as u8;
+    // Kind, table (a u32: at most 5 bytes), key, TID, epoch and column mask.
+    let mut head = [0u8; 1 + 5 + 4 * VARINT_MAX];
+    head[0] = kind as u8 + if epoch.is_some() { WITH_EPOCH } else { 0 };
     let mut len = 1;
     for v in [table as u64, key, tid] {
         len += put_varint(&mut head[len..], v);
+    }
+    if let Some(epoch) = epoch {
+        len += put_varint(&mut head[len..], epoch);
     }
     if let Some(columns) = columns {
         len += put_varint(&mut head[len..], columns);
@@ -205,6 +246,8 @@ pub(crate) struct Decoder<'a, F> {
     min_tid: u64,
     /// The largest batch accepted ([`MAX_BATCH_BYTES`] for replication).
     limit: usize,
+    /// Whether records carrying an epoch (kinds 2 and 3: durability logs) are accepted.
+    epochs: bool,
 }
 
 impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Decoder<'a, F> {
@@ -218,7 +261,14 @@ impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Decoder<'a, F> {
             failed: false,
             min_tid: 1,
             limit: MAX_BATCH_BYTES,
+            epochs: false,
         }
+    }
+
+    /// Accepts records that carry an epoch (a durability log's, see the module's format).
+    pub fn with_epochs(mut self) -> Self {
+        self.epochs = true;
+        self
     }
 
     /// Accepts TID 0 too: the rows of a checkpoint image, where loaded rows carry TID 0.
@@ -264,10 +314,12 @@ impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Decoder<'a, F> {
             Ok(None) => Err(truncated.clone()),
             Err(()) => Err(ReplicationError::VarintOverflow { at, field }),
         };
-        let kind = match self.bytes.get(at) {
+        let (kind, carries_epoch) = match self.bytes.get(at) {
             None => return Err(truncated),
-            Some(0) => RecordKind::Upsert,
-            Some(1) => RecordKind::Delete,
+            Some(0) => (RecordKind::Upsert, false),
+            Some(1) => (RecordKind::Delete, false),
+            Some(2) if self.epochs => (RecordKind::Upsert, true),
+            Some(3) if self.epochs => (RecordKind::Delete, true),
             Some(&kind) => return Err(ReplicationError::BadKind { at, kind }),
         };
         self.pos += 1;
@@ -282,6 +334,11 @@ impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Decoder<'a, F> {
         if tid < self.min_tid || tid > TID_MASK {
             return Err(ReplicationError::BadTid { at, tid });
         }
+        let epoch = if carries_epoch {
+            Some(varint(self, "epoch")?)
+        } else {
+            None
+        };
         let (columns, data) = match kind {
             RecordKind::Delete => (0, &self.bytes[..0]),
             RecordKind::Upsert => {
@@ -300,6 +357,7 @@ impl<'a, 's, F: Fn(TableId) -> Option<&'s Schema>> Decoder<'a, F> {
             table,
             key,
             tid,
+            epoch,
             columns,
             data,
         })
@@ -353,4 +411,50 @@ pub(crate) fn columns_width(schema: &Schema, columns: u64) -> usize {
     let mut len = 0;
     column_runs(schema, columns, |run| len += run.len());
     len
+}
+
+#[cfg(test)]
+mod tests {
+    use phasedb_storage::{ColumnType, Schema};
+
+    use super::*;
+
+    /// Records carrying an epoch (durability logs) decode with it only where accepted; replication
+    /// refuses them as unknown kinds, and a record cut inside its epoch is an error, not a panic.
+    #[test]
+    fn records_with_an_epoch_decode_only_in_logs() {
+        let schema = Schema::builder()
+            .column("v", ColumnType::U64, 0)
+            .build()
+            .unwrap();
+        let schema_of = |t: TableId| (t == 0).then_some(&schema);
+        let mut buf = Vec::new();
+        push_upsert_in(&mut buf, &schema, 0, 5, (17, Some(300)), 1, &[42]);
+        push_delete_in(&mut buf, 0, 6, (18, Some(301)));
+        push_delete(&mut buf, 0, 7, 9 << crate::tid::EPOCH_SHIFT);
+        let logged: Vec<_> = Decoder::new(&buf, schema_of)
+            .with_epochs()
+            .map(|r| r.map(|r| (r.kind, r.key, r.tid, r.epoch())))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            logged,
+            [
+                (RecordKind::Upsert, 5, 17, 300),
+                (RecordKind::Delete, 6, 18, 301),
+                (RecordKind::Delete, 7, 9 << crate::tid::EPOCH_SHIFT, 9),
+            ]
+        );
+        let replicated = Decoder::new(&buf, schema_of).next().unwrap();
+        assert!(
+            matches!(replicated, Err(ReplicationError::BadKind { kind: 2, .. })),
+            "{replicated:?}"
+        );
+        for cut in 0..buf.len() {
+            let ended = Decoder::new(&buf[..cut], schema_of)
+                .with_epochs()
+                .find_map(Result::err);
+            assert!(cut == 0 || ended.is_some(), "cut at {cut}");
+        }
+    }
 }

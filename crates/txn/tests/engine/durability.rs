@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use phasedb_txn::{
-    ColumnType, Config, Database, Durability, DurabilityError, Occ, Schema, TableId, TableSpec,
-    TicToc, TxError,
+    Atomic, ColumnType, Config, Database, Doppel, Durability, DurabilityError, Occ, OpKind,
+    Protocol, Schema, TableId, TableSpec, TicToc, TxError,
 };
 
 const ACCOUNTS: u64 = 64;
@@ -48,7 +48,12 @@ fn config(dir: &Path, loggers: usize, epoch: Duration) -> Config {
 /// Opens a bank database on `config`: accounts with a balance and a note in another group, loaded
 /// with `initial` each (the load a recovery replaces).
 fn bank(config: Config, initial: i64) -> (Database<Occ>, TableId) {
-    let mut db = Database::<Occ>::open(config);
+    bank_of::<Occ>(config, initial)
+}
+
+/// [`bank`] under protocol `P`.
+fn bank_of<P: Protocol>(config: Config, initial: i64) -> (Database<P>, TableId) {
+    let mut db = Database::<P>::open(config);
     let schema = Schema::builder()
         .column("balance", ColumnType::I64, 0)
         .column("note", ColumnType::U64, 1)
@@ -62,7 +67,7 @@ fn bank(config: Config, initial: i64) -> (Database<Occ>, TableId) {
 }
 
 /// Every present row as (key, balance, note).
-fn rows(db: &Database<Occ>, t: TableId) -> Vec<(u64, i64, u64)> {
+fn rows<P: Protocol>(db: &Database<P>, t: TableId) -> Vec<(u64, i64, u64)> {
     let mut out = Vec::new();
     db.for_each_row_quiescent(t, |k, r| out.push((k, r.i64(0), r.u64(1))));
     out.sort();
@@ -262,48 +267,86 @@ fn a_corrupt_checkpoint_falls_back_to_the_previous_one() {
     assert_eq!(rows(&db, t), expected);
 }
 
+/// A log write that fails as a full disk does (the log file's test-only byte budget) stops
+/// commits with an error, and nothing is acknowledged durable that is not on disk: every
+/// transaction of the durable epoch the database reported before it stopped comes back.
 #[test]
-fn a_failed_log_write_stops_commits_with_an_error() {
+fn a_failed_log_write_stops_commits_and_acknowledges_nothing_undurable() {
     let dir = TempDir::new("full");
     let mut cfg = config(&dir.0, 1, Duration::from_millis(2));
-    cfg.durability.as_mut().unwrap().disk_limit_bytes = Some(4096);
+    cfg.durability.as_mut().unwrap().disk_limit_bytes = Some(16 << 10);
     let (mut db, t) = bank(cfg, INITIAL);
     db.start_durability().unwrap();
     let mut w = db.worker();
+    // Per committed transaction i: its epoch (it wrote note i to account i % ACCOUNTS).
+    let mut epochs = Vec::new();
+    let mut acknowledged = 0;
     let mut refused = None;
     for i in 0..200_000u64 {
         match w.execute(0, |tx| tx.update(t, i % ACCOUNTS, |r| r.set_u64(1, i))) {
-            Ok(_) => {}
+            Ok(_) => epochs.push(w.commit_epoch().unwrap()),
             Err(e) => {
                 refused = Some(e);
                 break;
             }
         }
+        acknowledged = db.durable_epoch().unwrap();
         if i % 64 == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
     let err = refused.expect("commits stop once the log cannot be written");
     assert!(matches!(err, TxError::NotDurable(_)), "{err}");
+    assert!(err.to_string().contains("No space left"), "{err}");
+    // Every later commit is refused too, and waiting for durability fails.
+    for i in 0..10 {
+        let again = w.execute(0, |tx| tx.update(t, i, |r| r.set_u64(1, 0)));
+        assert!(matches!(again, Err(TxError::NotDurable(_))), "{again:?}");
+    }
     assert!(matches!(
-        db.wait_durable(u64::MAX >> 32),
+        db.wait_durable(epochs.last().copied().unwrap_or(1) + 1),
         Err(DurabilityError::Failed(_))
     ));
+    let durable = db.durable_epoch().unwrap();
+    assert!(
+        epochs.iter().any(|&e| e <= durable) && epochs.iter().any(|&e| e > durable),
+        "some commits were durable and some not when logging failed ({durable}, {:?}..{:?})",
+        epochs.first(),
+        epochs.last()
+    );
+    drop(w);
+    db.crash();
+    // A restart on a disk with room: exactly the transactions of the durable epochs.
+    let (mut db, t) = bank(config(&dir.0, 1, Duration::from_millis(2)), 0);
+    let r = db.start_durability().unwrap();
+    assert!(r.durable_epoch >= durable.max(acknowledged), "{r:?}");
+    let mut notes = vec![0u64; ACCOUNTS as usize];
+    for (i, &e) in epochs.iter().enumerate() {
+        if e <= r.durable_epoch {
+            notes[i % ACCOUNTS as usize] = i as u64;
+        }
+    }
+    let expected: Vec<_> = (0..ACCOUNTS)
+        .map(|a| (a, INITIAL, notes[a as usize]))
+        .collect();
+    assert_eq!(rows(&db, t), expected, "{r:?}");
 }
 
 #[test]
 fn protocols_that_do_not_log_refuse_durability() {
     let dir = TempDir::new("unsupported");
-    let mut db = Database::<TicToc>::open(config(&dir.0, 1, Duration::from_millis(5)));
+    let mut db = Database::<Atomic>::open(config(&dir.0, 1, Duration::from_millis(5)));
     let schema = Schema::builder()
         .column("v", ColumnType::U64, 0)
         .build()
         .unwrap();
     db.create_table(TableSpec::new("t", schema, 16));
-    assert_eq!(
-        db.start_durability().unwrap_err(),
-        DurabilityError::Unsupported("tictoc")
+    let err = db.start_durability().unwrap_err();
+    assert!(
+        matches!(err, DurabilityError::Unsupported("atomic", _)),
+        "{err}"
     );
+    assert!(err.to_string().contains("no commit"), "{err}");
 }
 
 /// Key of worker `w`'s `i`-th transaction's own row (above the accounts).
@@ -311,10 +354,99 @@ fn own_key(w: u64, i: u64) -> u64 {
     1_000_000 * (w + 1) + i
 }
 
+/// A transfer a worker committed: (from, to, amount, the commit's epoch).
+type Transfer = (u64, u64, i64, u64);
+
+/// How [`transfers`] runs.
+struct Transfers {
+    workers: u64,
+    /// Transfers are between the first `hot` accounts (contended).
+    hot: u64,
+    /// Each transaction inserts a row of its own and deletes the one `keep` transactions older.
+    keep: u64,
+    /// Balances change by `Tx::add` (a splittable operation: Doppel's split phases) instead of a
+    /// read and an update.
+    by_add: bool,
+    seed: u64,
+}
+
+/// Runs `spec.workers` threads of transfers (at most 200,000 each) until `done()`; returns each
+/// worker's committed transfers in commit order.
+fn transfers<P: Protocol>(
+    db: &Database<P>,
+    t: TableId,
+    spec: &Transfers,
+    done: &(dyn Fn() -> bool + Sync),
+) -> Vec<Vec<Transfer>> {
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..spec.workers)
+            .map(|w| {
+                s.spawn(move || {
+                    let mut worker = db.worker();
+                    let mut history = Vec::new();
+                    let mut x = (w + spec.seed) * 0x9E37_79B9_7F4A_7C15;
+                    for i in 0..200_000u64 {
+                        if done() {
+                            break;
+                        }
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let (from, to) = (x % spec.hot, (x >> 20) % spec.hot);
+                        let amount = (x >> 40) as i64 % 50;
+                        worker
+                            .execute(0, |tx| {
+                                if spec.by_add {
+                                    tx.add(t, from, 0, -amount)?;
+                                    tx.add(t, to, 0, amount)?;
+                                } else {
+                                    let a = tx.get(t, from)?.unwrap().i64(0);
+                                    tx.update(t, from, |r| r.set_i64(0, a - amount))?;
+                                    let b = tx.get(t, to)?.unwrap().i64(0);
+                                    tx.update(t, to, |r| r.set_i64(0, b + amount))?;
+                                }
+                                tx.insert(t, own_key(w, i), |r| r.set_u64(1, i))?;
+                                if i >= spec.keep {
+                                    tx.delete(t, own_key(w, i - spec.keep))?;
+                                }
+                                Ok(())
+                            })
+                            .unwrap();
+                        history.push((from, to, amount, worker.commit_epoch().unwrap()));
+                    }
+                    history
+                })
+            })
+            .collect();
+        workers.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// The rows a serial replay of each worker's transfers of epochs up to `durable` leaves: the
+/// balances and each worker's newest `keep` own rows. Each worker's transfers must be in commit
+/// order (their epochs never go down), so the durable ones are a prefix.
+fn replayed(histories: &[Vec<Transfer>], durable: u64, keep: u64) -> Vec<(u64, i64, u64)> {
+    let mut balance = vec![INITIAL; ACCOUNTS as usize];
+    let mut expected = Vec::new();
+    for (w, h) in histories.iter().enumerate() {
+        assert!(h.windows(2).all(|p| p[0].3 <= p[1].3), "worker {w}");
+        let kept: Vec<_> = h.iter().take_while(|c| c.3 <= durable).collect();
+        for &&(from, to, amount, _) in &kept {
+            balance[from as usize] -= amount;
+            balance[to as usize] += amount;
+        }
+        let n = kept.len() as u64;
+        for i in n.saturating_sub(keep)..n {
+            expected.push((own_key(w as u64, i), 0, i));
+        }
+    }
+    expected.extend(balance.iter().enumerate().map(|(a, &b)| (a as u64, b, 0)));
+    expected.sort();
+    expected
+}
+
 #[test]
 fn background_checkpoints_during_a_contended_run_then_a_crash_lose_no_durable_commit() {
-    const WORKERS: u64 = 2;
-    const HOT: u64 = 8;
     let dir = TempDir::new("background");
     let mut cfg = config(&dir.0, 2, Duration::from_millis(5));
     let d = cfg.durability.as_mut().unwrap();
@@ -323,50 +455,22 @@ fn background_checkpoints_during_a_contended_run_then_a_crash_lose_no_durable_co
     let (mut db, t) = bank(cfg, INITIAL);
     db.start_durability().unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
-    // Per worker, the committed transfers (from, to, amount) and each one's commit epoch.
+    let spec = Transfers {
+        workers: 2,
+        hot: 8,
+        keep: 3,
+        by_add: false,
+        seed: 7,
+    };
     let (histories, on_demand) = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..WORKERS)
-            .map(|w| {
-                let (db, stop) = (&db, &stop);
-                s.spawn(move || {
-                    let mut worker = db.worker();
-                    let mut done = Vec::new();
-                    let mut x = (w + 7) * 0x9E37_79B9_7F4A_7C15;
-                    for i in 0..200_000u64 {
-                        if stop.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        let (from, to, amount) = (x % HOT, (x >> 20) % HOT, (x >> 40) as i64 % 50);
-                        worker
-                            .execute(0, |tx| {
-                                let a = tx.get(t, from)?.unwrap().i64(0);
-                                tx.update(t, from, |r| r.set_i64(0, a - amount))?;
-                                let b = tx.get(t, to)?.unwrap().i64(0);
-                                tx.update(t, to, |r| r.set_i64(0, b + amount))?;
-                                tx.insert(t, own_key(w, i), |r| r.set_u64(1, i))?;
-                                if i >= 3 {
-                                    tx.delete(t, own_key(w, i - 3))?;
-                                }
-                                Ok(())
-                            })
-                            .unwrap();
-                        done.push((from, to, amount, worker.commit_epoch().unwrap()));
-                    }
-                    done
-                })
-            })
-            .collect();
+        let run = s.spawn(|| transfers(&db, t, &spec, &|| stop.load(Ordering::Relaxed)));
         let mut on_demand = Vec::new();
         for _ in 0..3 {
             std::thread::sleep(Duration::from_millis(30));
             on_demand.push(db.checkpoint().unwrap());
         }
         stop.store(true, Ordering::Relaxed);
-        let histories: Vec<_> = workers.into_iter().map(|h| h.join().unwrap()).collect();
-        (histories, on_demand)
+        (run.join().unwrap(), on_demand)
     });
     assert!(histories.iter().all(|h| h.len() > 10), "workers ran");
     let stats = db.checkpoint_stats().unwrap();
@@ -422,22 +526,13 @@ fn background_checkpoints_during_a_contended_run_then_a_crash_lose_no_durable_co
     assert!(r.durable_epoch >= durable, "{r:?}");
 
     // The state a serial replay of the transactions of the recovered durable epochs gives.
-    let mut balance = vec![INITIAL; ACCOUNTS as usize];
-    let mut expected = Vec::new();
-    for (w, h) in histories.iter().enumerate() {
-        let kept: Vec<_> = h.iter().take_while(|c| c.3 <= r.durable_epoch).collect();
-        assert!(!kept.is_empty(), "commits were durable before the crash");
-        for &&(from, to, amount, _) in &kept {
-            balance[from as usize] -= amount;
-            balance[to as usize] += amount;
-        }
-        let n = kept.len() as u64;
-        for i in n.saturating_sub(3)..n {
-            expected.push((own_key(w as u64, i), 0, i));
-        }
-    }
-    expected.extend(balance.iter().enumerate().map(|(a, &b)| (a as u64, b, 0)));
-    expected.sort();
+    assert!(
+        histories
+            .iter()
+            .all(|h| h.first().unwrap().3 <= r.durable_epoch),
+        "commits were durable before the crash"
+    );
+    let expected = replayed(&histories, r.durable_epoch, spec.keep);
     let recovered = rows(&db, t);
     assert_eq!(recovered, expected);
     assert_eq!(total(&recovered), ACCOUNTS as i64 * INITIAL);
@@ -570,71 +665,37 @@ fn a_directory_of_another_format_version_is_refused() {
     assert!(err.to_string().contains("format version 1"), "{err}");
 }
 
-/// Every protocol whose commits log epoch TIDs: two workers transfer between a few hot accounts
-/// (and insert and delete rows of their own) until the database crashes; recovery must give
-/// exactly the transactions of the durable epochs (a serial replay of them), the total intact.
-fn crash_and_recover<P: phasedb_txn::Protocol>() {
-    const HOT: u64 = 6;
+/// Marks records split before a run (Doppel).
+type Split<'a, P> = &'a dyn Fn(&Database<P>, TableId);
+
+/// Two workers transfer between a few hot accounts (and insert and delete rows of their own)
+/// under protocol `P` until the database crashes; recovery must give exactly the transactions of
+/// the durable epochs (a serial replay of them), the total intact. With `split`, balances change
+/// by splittable additions and half the hot accounts are split (Doppel).
+/// `ran` checks the run before the crash.
+fn crash_and_recover<P: Protocol>(split: Option<Split<'_, P>>, ran: &dyn Fn(&Database<P>)) {
     let dir = TempDir::new(P::NAME);
-    let open = |initial: i64| {
-        let mut db = Database::<P>::open(config(&dir.0, 2, Duration::from_millis(3)));
-        let schema = Schema::builder()
-            .column("balance", ColumnType::I64, 0)
-            .column("note", ColumnType::U64, 1)
-            .build()
-            .unwrap();
-        let t = db.create_table(TableSpec::new("accounts", schema, 128).ordered());
-        for a in 0..ACCOUNTS {
-            db.load(t, a, |r| r.set_i64(0, initial)).unwrap();
-        }
-        (db, t)
-    };
-    let snapshot = |db: &Database<P>, t: TableId| {
-        let mut out = Vec::new();
-        db.for_each_row_quiescent(t, |k, r| out.push((k, r.i64(0), r.u64(1))));
-        out.sort();
-        out
-    };
+    let open = |initial: i64| bank_of::<P>(config(&dir.0, 2, Duration::from_millis(3)), initial);
     let (mut db, t) = open(INITIAL);
     db.start_durability().unwrap();
-    let histories: Vec<Vec<(u64, u64, i64, u64)>> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..2u64)
-            .map(|w| {
-                let db = &db;
-                s.spawn(move || {
-                    let mut worker = db.worker();
-                    let mut done = Vec::new();
-                    let mut x = (w + 11) * 0x9E37_79B9_7F4A_7C15;
-                    let deadline = std::time::Instant::now() + Duration::from_millis(150);
-                    for i in 0..100_000u64 {
-                        if std::time::Instant::now() >= deadline {
-                            break;
-                        }
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        let (from, to, amount) = (x % HOT, (x >> 20) % HOT, (x >> 40) as i64 % 50);
-                        worker
-                            .execute(0, |tx| {
-                                let a = tx.get(t, from)?.unwrap().i64(0);
-                                tx.update(t, from, |r| r.set_i64(0, a - amount))?;
-                                let b = tx.get(t, to)?.unwrap().i64(0);
-                                tx.update(t, to, |r| r.set_i64(0, b + amount))?;
-                                tx.insert(t, own_key(w, i), |r| r.set_u64(1, i))?;
-                                if i >= 2 {
-                                    tx.delete(t, own_key(w, i - 2))?;
-                                }
-                                Ok(())
-                            })
-                            .unwrap();
-                        done.push((from, to, amount, worker.commit_epoch().unwrap()));
-                    }
-                    done
-                })
-            })
-            .collect();
-        workers.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    if let Some(split) = split {
+        split(&db, t);
+    }
+    let spec = Transfers {
+        workers: 2,
+        hot: 6,
+        keep: 2,
+        by_add: split.is_some(),
+        seed: 11,
+    };
+    let deadline = std::time::Instant::now() + Duration::from_millis(150);
+    let histories = transfers(&db, t, &spec, &|| std::time::Instant::now() >= deadline);
+    assert!(
+        histories.iter().all(|h| h.len() > 10),
+        "{}: workers ran",
+        P::NAME
+    );
+    ran(&db);
     let before = db.durable_epoch().unwrap();
     let crashed = db.crash().unwrap();
     assert!(crashed >= before);
@@ -642,23 +703,8 @@ fn crash_and_recover<P: phasedb_txn::Protocol>() {
     let (mut db, t) = open(0);
     let r = db.start_durability().unwrap();
     assert!(r.durable_epoch >= crashed, "{}: {r:?}", P::NAME);
-    let mut balance = vec![INITIAL; ACCOUNTS as usize];
-    let mut expected = Vec::new();
-    for (w, h) in histories.iter().enumerate() {
-        let kept: Vec<_> = h.iter().take_while(|c| c.3 <= r.durable_epoch).collect();
-        assert!(h.len() > 10, "{}: worker {w} ran", P::NAME);
-        for &&(from, to, amount, _) in &kept {
-            balance[from as usize] -= amount;
-            balance[to as usize] += amount;
-        }
-        let n = kept.len() as u64;
-        for i in n.saturating_sub(2)..n {
-            expected.push((own_key(w as u64, i), 0, i));
-        }
-    }
-    expected.extend(balance.iter().enumerate().map(|(a, &b)| (a as u64, b, 0)));
-    expected.sort();
-    let recovered = snapshot(&db, t);
+    let recovered = rows(&db, t);
+    let expected = replayed(&histories, r.durable_epoch, spec.keep);
     assert_eq!(recovered, expected, "{}: {r:?}", P::NAME);
     assert_eq!(total(&recovered), ACCOUNTS as i64 * INITIAL, "{}", P::NAME);
     // The recovered database commits on.
@@ -670,22 +716,79 @@ fn crash_and_recover<P: phasedb_txn::Protocol>() {
 
 #[test]
 fn two_phase_locking_recovers_the_durable_transactions() {
-    crash_and_recover::<phasedb_txn::TwoPlNoWait>();
-    crash_and_recover::<phasedb_txn::TwoPlWaitDie>();
-    crash_and_recover::<phasedb_txn::TwoPlBlocking>();
+    crash_and_recover::<phasedb_txn::TwoPlNoWait>(None, &|_| {});
+    crash_and_recover::<phasedb_txn::TwoPlWaitDie>(None, &|_| {});
+    crash_and_recover::<phasedb_txn::TwoPlBlocking>(None, &|_| {});
 }
 
 #[test]
 fn swisstm_recovers_the_durable_transactions() {
-    crash_and_recover::<phasedb_txn::SwissTm>();
+    crash_and_recover::<phasedb_txn::SwissTm>(None, &|_| {});
 }
 
 #[test]
 fn adaptive_recovers_the_durable_transactions() {
-    crash_and_recover::<phasedb_txn::Adaptive>();
+    crash_and_recover::<phasedb_txn::Adaptive>(None, &|_| {});
 }
 
 #[test]
 fn occ_recovers_the_durable_transactions() {
-    crash_and_recover::<Occ>();
+    crash_and_recover::<Occ>(None, &|_| {});
+}
+
+#[test]
+fn tictoc_recovers_the_durable_transactions() {
+    crash_and_recover::<TicToc>(None, &|_| {});
+}
+
+#[test]
+fn doppel_recovers_the_durable_transactions() {
+    crash_and_recover::<Doppel>(None, &|_| {});
+}
+
+/// Split phases under durable operation: a transaction's slice operations reach the log only
+/// with the reconciliation's values, so recovery must keep or drop each transaction whole (the
+/// total holds, and the kept ones are exactly the durable epochs').
+#[test]
+fn doppel_split_phases_recover_whole_transactions() {
+    let split = |db: &Database<Doppel>, t: TableId| {
+        for key in 0..3 {
+            db.split(t, key, 0, OpKind::Add);
+        }
+    };
+    let ran = |db: &Database<Doppel>| {
+        let stats = db.phase_stats();
+        eprintln!("{stats:?}, durable epoch {:?}", db.durable_epoch());
+        assert!(stats.split_phases >= 2, "{stats:?}");
+        assert!(stats.slice_ops > 0, "{stats:?}");
+    };
+    crash_and_recover::<Doppel>(Some(&split), &ran);
+}
+
+/// A clean close of a Doppel database in a split phase reconciles and logs the slices first.
+#[test]
+fn doppel_split_phase_values_survive_a_clean_close() {
+    let dir = TempDir::new("doppel-close");
+    let open = |initial: i64| {
+        let mut cfg = config(&dir.0, 1, Duration::from_millis(2));
+        cfg.phase_length = Duration::from_millis(50);
+        bank_of::<Doppel>(cfg, initial)
+    };
+    let (mut db, t) = open(INITIAL);
+    db.start_durability().unwrap();
+    db.split(t, 0, 0, OpKind::Add);
+    let mut w = db.worker();
+    let mut adds = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while db.phase_stats().split_phases == 0 || adds < 100 {
+        assert!(std::time::Instant::now() < deadline, "no split phase");
+        w.execute(0, |tx| tx.add(t, 0, 0, 1).map(|_| ())).unwrap();
+        adds += 1;
+    }
+    w.wait_durable().unwrap();
+    drop(w);
+    drop(db);
+    let (mut db, t) = open(0);
+    db.start_durability().unwrap();
+    assert_eq!(rows(&db, t)[0], (0, INITIAL + adds, 0));
 }
