@@ -25,7 +25,7 @@ pub enum ShiftGranularity {
 #[derive(Args, Debug)]
 pub struct ShiftArgs {
     /// Rows, all hot.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 16)]
     rows: u64,
     /// Distinct rows per transaction.
     #[arg(long, default_value_t = 4)]

@@ -103,7 +103,7 @@ pub struct ShiftConfig {
 impl Default for ShiftConfig {
     fn default() -> Self {
         ShiftConfig {
-            rows: 64,
+            rows: 16,
             ops: 4,
             write_share: 0.5,
             switch_after: Duration::from_secs(2),

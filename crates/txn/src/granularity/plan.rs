@@ -73,7 +73,9 @@ impl Default for PlanConfig {
             // aborted on it, which already doubles TPC-C's abort rate at two threads.
             group_cost: 0.002,
             min_gain: 0.2,
-            min_abs_gain: 0.001,
+            // At two threads TPC-C's District aborts ~0.2% of its transactions on Payment's
+            // writes: small, yet half of the run's aborts.
+            min_abs_gain: 0.0005,
             min_commits: 64.0,
         }
     }

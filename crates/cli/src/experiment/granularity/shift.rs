@@ -225,8 +225,8 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
          second {c0 c2}{c1 c3}; auto starts coarse"
             .to_string(),
         format!(
-            "{} on {}",
-            s.point_line("one run per grouping"),
+            "one run per grouping, one after another, no warm-up, seed {}, on {}",
+            s.seed,
             s.machine()
         ),
     ];
