@@ -164,6 +164,9 @@ enum WorkloadArgs {
     /// List-append (Jepsen's Elle): appends to and reads of bounded lists on a few contended keys,
     /// recording what every read returned; `--adds` mixes in splittable counter adds (Doppel).
     Append(AppendArgs),
+    /// Counters whose conflicting columns change halfway through the run (issue 39): readers and
+    /// writers of a few hot rows, with the abort rate per interval.
+    Shift(crate::bench_shift::ShiftArgs),
     /// The P-DUR paper's micro-benchmark (types I, II, III) on P-DUR or DUR replicas
     /// (`--cluster N --algorithm pdur|dur`) or the embedded store (`--algorithm embedded-store`).
     PdurMicro(crate::cluster::pdur::PdurMicroArgs),
@@ -466,6 +469,7 @@ pub fn run(args: BenchArgs) -> i32 {
     let auto = match &args.workload {
         WorkloadArgs::Ycsb(y) => y.granularity == Granularity::Auto,
         WorkloadArgs::Tpcc(t) => t.granularity == Granularity::Auto,
+        WorkloadArgs::Shift(a) => a.granularity == crate::bench_shift::ShiftGranularity::Auto,
         _ => false,
     };
     if auto && matches!(c.protocol, ProtocolName::Doppel) {
@@ -574,6 +578,14 @@ pub fn run(args: BenchArgs) -> i32 {
             }
             dispatch(&mut Tpcc::new(cfg), c, &opts)
         }
+        WorkloadArgs::Shift(a) => match a.workload() {
+            Ok(mut w) => {
+                let code = dispatch(&mut w, c, &opts);
+                print!("{}", a.over_time(&w));
+                code
+            }
+            Err(e) => fail(e),
+        },
         WorkloadArgs::PdurMicro(_) | WorkloadArgs::Twitter(_) => {
             unreachable!("the P-DUR benchmarks returned above")
         }

@@ -1,6 +1,7 @@
 //! `phasedb`: runs benchmarks on the embedded engine, cluster nodes, and the engine as a server.
 
 mod bench;
+mod bench_shift;
 mod cluster;
 mod experiment;
 mod history;

@@ -241,10 +241,11 @@ fn quick_run_writes_its_files(
 
 #[test]
 fn granularity_ycsb_quick_writes_csv_svg_and_report() {
-    let md = quick_run_writes_its_files("granularity-ycsb", 2, &[], 4);
+    let md = quick_run_writes_its_files("granularity-ycsb", 2, &[], 5);
     assert!(md.contains("fine/coarse txn/s"));
     assert!(md.contains("OCC and SwissTM"));
     assert!(md.contains("fine/coarse at theta 0, pairs "), "{md}");
+    assert!(md.contains("auto/coarse at theta 0, pairs "), "{md}");
 }
 
 #[test]
@@ -254,6 +255,40 @@ fn granularity_tpcc_quick_writes_csv_svg_and_report() {
     let md = quick_run_writes_its_files("granularity-tpcc", 2, &["occ"], 4);
     assert!(md.contains("30.91%"));
     assert!(md.contains("OCC is the fastest"));
+}
+
+/// `granularity-shift --quick`: every grouping's abort rate per interval, two verdicts (phase 1,
+/// phase 2), and automatic groups' changes in the report.
+#[test]
+fn granularity_shift_quick_reports_abort_rates_over_time() {
+    let dir = TempDir::new("granularity-shift");
+    let out_dir = dir.0.to_str().expect("utf-8 temp path");
+    let (code, out, err) = phasedb(&[
+        "experiment",
+        "granularity-shift",
+        "--quick",
+        "--out",
+        out_dir,
+    ]);
+    assert_eq!(code, 0, "stderr: {err}");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("Verdict: ")).count(),
+        2,
+        "{out}"
+    );
+    let csv = std::fs::read_to_string(dir.0.join("granularity-shift.csv")).expect("CSV written");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    assert_eq!(header[..3], ["protocol", "granularity", "seconds"]);
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    for g in ["coarse", "fine", "first", "second", "auto"] {
+        let n = rows.iter().filter(|r| r[1] == g).count();
+        // 1.2 s in 50 ms intervals.
+        assert!((20..=26).contains(&n), "{g}: {n} intervals");
+        assert!(rows.iter().any(|r| r[1] == g && r[0] == format!("occ {g}")));
+    }
+    let md = std::fs::read_to_string(dir.0.join("granularity-shift.md")).expect("report written");
+    assert!(md.contains("auto's group changes: "), "{md}");
 }
 
 /// `--runs N` runs every point once per round: all first runs come before any second run, and

@@ -10,6 +10,7 @@ pub mod incr;
 pub mod like;
 pub mod pdur_micro;
 pub mod rubis;
+pub mod shift;
 pub mod tpcc;
 pub mod ycsb;
 

@@ -23,7 +23,7 @@ const PDUR: &str = "P-DUR (parallel deferred update replication)";
 const RAMP: &str = "RAMP (read atomic multi-partition)";
 const STAR: &str = "STAR (asymmetric replication)";
 
-/// All 23 experiments, in the order of `EXPERIMENTS.md`.
+/// All 23 experiments, in the order of `EXPERIMENTS.md`, and `granularity-shift` (issue 39).
 pub const ALL: &[Experiment] = &[
     Experiment {
         name: "incr1",
@@ -84,6 +84,12 @@ pub const ALL: &[Experiment] = &[
         paper: GRANULARITY,
         setup: "TPC-C NewOrder + Payment + OrderStatus on 1 warehouse; coarse vs fine District/Customer; every protocol; x = threads",
         run: super::granularity::tpcc::RUNNER,
+    },
+    Experiment {
+        name: "granularity-shift",
+        paper: GRANULARITY,
+        setup: "counters whose conflicting columns change halfway; OCC with fixed and automatic column groups (issue 39); x = seconds",
+        run: Some(super::granularity::shift::run),
     },
     Experiment {
         name: "pdur-baseline",

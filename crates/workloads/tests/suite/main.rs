@@ -11,4 +11,5 @@ mod incr;
 mod like;
 mod procedures;
 mod rubis;
+mod shift;
 mod tpcc;

@@ -4,5 +4,6 @@
 
 mod grid;
 mod report;
+pub mod shift;
 pub mod tpcc;
 pub mod ycsb;

@@ -100,7 +100,8 @@ pub fn auto_follows(grid: &Grid<'_>, threads: usize, min_tput: f64, max_aborts: 
     let statement = format!(
         "automatic column groups reach {min_tput}x the throughput of OCC's better fixed grouping at {threads} threads, with at most {max_aborts}x its abort rate"
     );
-    let paper = "Not in the paper (it leaves the split to the schema's author); phasedb's issue                  39 target for groups the engine chooses while it runs."
+    let paper = "Not in the paper (it leaves the split to the schema's author); phasedb's issue \
+                 39 target for groups the engine chooses while it runs."
         .to_string();
     let fixed = ["coarse", "fine"]
         .into_iter()
@@ -116,7 +117,8 @@ pub fn auto_follows(grid: &Grid<'_>, threads: usize, min_tput: f64, max_aborts: 
     };
     let tput = ratio(auto.throughput, best.throughput);
     let measured = format!(
-        "OCC at {threads} threads: auto {:.0} txn/s, {:.2}% aborts; best fixed ({g}) {:.0} txn/s,          {:.2}% aborts (auto/{g} throughput {})",
+        "OCC at {threads} threads: auto {:.0} txn/s, {:.2}% aborts; best fixed ({g}) {:.0} txn/s, \
+         {:.2}% aborts (auto/{g} throughput {})",
         auto.throughput,
         auto.abort_rate * 100.0,
         best.throughput,
@@ -225,6 +227,32 @@ impl Finish<'_> {
             verdicts: self.claims.iter().map(Claim::verdict_line).collect(),
             rows,
             plot: plot_spec(self.title),
+            report: r.finish(),
+        }
+    }
+}
+
+impl Finish<'_> {
+    /// The artifacts of a run over time (rows by interval, x in seconds): claims, no tables.
+    pub fn artifacts_over_time(self, s: &Settings, rows: Vec<Row>) -> Artifacts {
+        let mut r = Report::new(self.title);
+        r.heading("Setup").bullets(&self.setup);
+        r.heading("What is claimed").para(self.paper);
+        r.heading("Verdicts");
+        for (i, c) in self.claims.iter().enumerate() {
+            r.claim(i + 1, c);
+        }
+        r.para(&format!(
+            "Data: `{0}.csv` (one row per grouping and interval); plot: `{0}.svg`.",
+            s.name
+        ));
+        let mut plot = plot_spec(self.title);
+        plot.x_label = "seconds".into();
+        plot.dashed = None;
+        Artifacts {
+            verdicts: self.claims.iter().map(Claim::verdict_line).collect(),
+            rows,
+            plot,
             report: r.finish(),
         }
     }
