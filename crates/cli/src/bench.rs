@@ -653,10 +653,12 @@ fn durability(c: &Common) -> Result<Option<phasedb_txn::Durability>, String> {
             | ProtocolName::TwoPl
             | ProtocolName::Swisstm
             | ProtocolName::Adaptive
+            | ProtocolName::Tictoc
+            | ProtocolName::Doppel
     ) {
         return Err(
-            "--data-dir runs the protocols whose commits log TIDs with epochs: occ, 2pl, \
-             2pl-nowait, 2pl-waitdie, swisstm, adaptive (see docs/durability.md)"
+            "--data-dir runs the protocols whose commits log with epochs: occ, 2pl, \
+             2pl-nowait, 2pl-waitdie, swisstm, adaptive, tictoc, doppel (see docs/durability.md)"
                 .into(),
         );
     }

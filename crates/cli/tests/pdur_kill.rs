@@ -44,8 +44,13 @@ fn start_victim(file: &Path, stats: &Path, rejoin: bool) -> Child {
 }
 
 /// Commits one blind write after another through the endpoint at `addr` (key `FIRST_KEY + i`,
-/// value `i`) until the connection fails or `until`; returns the writes it was told committed.
-fn write_until_failure(addr: SocketAddr, until: Instant) -> Vec<(u64, Vec<u8>)> {
+/// value `i`) until the connection fails or `until`; returns the writes it was told committed and
+/// counts them in `progress` as they come.
+fn write_until_failure(
+    addr: SocketAddr,
+    until: Instant,
+    progress: &AtomicUsize,
+) -> Vec<(u64, Vec<u8>)> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let stream = loop {
         match TcpStream::connect(addr) {
@@ -81,7 +86,10 @@ fn write_until_failure(addr: SocketAddr, until: Instant) -> Vec<(u64, Vec<u8>)> 
         match wire::read::<Reply>(&mut r, &mut buf) {
             Ok(Reply::Outcome {
                 committed: true, ..
-            }) => acked.push(write),
+            }) => {
+                acked.push(write);
+                progress.fetch_add(1, Ordering::Relaxed);
+            }
             Ok(Reply::Outcome { .. }) => {}
             Ok(other) => panic!("unexpected reply {other:?}"),
             Err(_) => break,
@@ -149,10 +157,24 @@ fn a_sigkilled_replica_loses_no_acknowledged_commit_and_rejoins_by_state_transfe
         })
         .collect();
     let mut victim = start_victim(&file, &stats, false);
-    let client = std::thread::spawn(move || {
-        write_until_failure(victim_endpoint, Instant::now() + Duration::from_secs(20))
-    });
-    std::thread::sleep(Duration::from_millis(1500));
+    let progress = Arc::new(AtomicUsize::new(0));
+    let client = {
+        let progress = progress.clone();
+        std::thread::spawn(move || {
+            write_until_failure(
+                victim_endpoint,
+                Instant::now() + Duration::from_secs(20),
+                &progress,
+            )
+        })
+    };
+    // Kill once the victim has acknowledged some writes (its start-up may be slow on a busy
+    // machine), and at most 10 s in.
+    let kill_by = Instant::now() + Duration::from_secs(10);
+    std::thread::sleep(Duration::from_millis(1000));
+    while progress.load(Ordering::Relaxed) < 200 && Instant::now() < kill_by {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     victim.kill().expect("SIGKILL");
     victim.wait().unwrap();
     let acked = client.join().expect("the client");

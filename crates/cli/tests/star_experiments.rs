@@ -298,9 +298,6 @@ fn star_experiments_are_listed_as_built_and_refuse_flags_they_cannot_use() {
 }
 
 #[test]
-#[ignore = "unverified: a run before the 300 ms answer timeout gave 6 intervals around the \
-            partial-replica crash (the benchmark waited 2 s on the killed node); rerun with \
-            the rebuilt binary and remove this"]
 fn star_failover_plots_throughput_through_each_crash_and_says_the_restart_is_not_measured() {
     let o = run_quick("star-failover");
     let scenarios = o.column("scenario");

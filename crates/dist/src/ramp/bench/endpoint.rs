@@ -30,6 +30,10 @@ pub struct Control {
     /// Per server, milliseconds from `epoch` to its latest reply (updated at most every
     /// [`REPLY_MARK_MS`] per endpoint), 0 if it never answered.
     pub last_reply_ms: Vec<AtomicU64>,
+    /// Per server, milliseconds from `epoch` to the latest time a client found a request to it
+    /// unanswered past the resend timeout (marked like `last_reply_ms`), 0 if never: a server
+    /// nobody waits on is idle, not silent.
+    pub waited_ms: Vec<AtomicU64>,
 }
 
 /// How stale an endpoint lets its mark of a server's latest reply get, in milliseconds.
@@ -43,6 +47,7 @@ impl Control {
             finished: AtomicU64::new(0),
             epoch: Instant::now(),
             last_reply_ms: (0..servers).map(|_| AtomicU64::new(0)).collect(),
+            waited_ms: (0..servers).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -54,10 +59,26 @@ impl Control {
         }
     }
 
+    /// Milliseconds since `epoch` when a client last found a request to `server` overdue, if ever.
+    pub fn last_waited(&self, server: usize) -> Option<u64> {
+        match self.waited_ms.get(server)?.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(ms),
+        }
+    }
+
     fn mark_reply(&self, server: usize, marked: &mut u64) {
-        let ms = self.epoch.elapsed().as_millis() as u64 + 1;
+        Self::mark(&self.last_reply_ms, self.epoch, server, marked);
+    }
+
+    fn mark_waited(&self, server: usize, marked: &mut u64) {
+        Self::mark(&self.waited_ms, self.epoch, server, marked);
+    }
+
+    fn mark(slots: &[AtomicU64], epoch: Instant, server: usize, marked: &mut u64) {
+        let ms = epoch.elapsed().as_millis() as u64 + 1;
         if ms >= *marked + REPLY_MARK_MS
-            && let Some(slot) = self.last_reply_ms.get(server)
+            && let Some(slot) = slots.get(server)
         {
             *marked = ms;
             slot.fetch_max(ms, Ordering::Relaxed);
@@ -73,6 +94,8 @@ pub struct BenchEndpoint {
     control: Arc<Control>,
     /// Per server, this endpoint's latest mark of its reply in `control`.
     marked: Vec<u64>,
+    /// Per server, this endpoint's latest mark of an overdue request in `control`.
+    waited: Vec<u64>,
     /// Counters of the measured window.
     pub stats: Stats,
     /// Every transaction, when the run checks its history.
@@ -88,6 +111,7 @@ impl BenchEndpoint {
             gens,
             running: vec![(TxnKind::Read, TxnSpec::default(), 0); n],
             marked: vec![0; control.last_reply_ms.len()],
+            waited: vec![0; control.waited_ms.len()],
             control,
             stats: Stats::default(),
             recorder: record.then(Recorder::new),
@@ -139,6 +163,12 @@ impl Node for BenchEndpoint {
     }
 
     fn on_tick<T: Transport<Msg>>(&mut self, net: &mut T) {
+        let (control, waited) = (&self.control, &mut self.waited);
+        self.pool.for_each_overdue(net.now(), |server| {
+            if let Some(marked) = waited.get_mut(server as usize) {
+                control.mark_waited(server as usize, marked);
+            }
+        });
         self.pool.on_tick(net);
     }
 

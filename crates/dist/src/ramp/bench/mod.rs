@@ -257,8 +257,9 @@ pub fn run(
     })
 }
 
-/// Notes servers that have not answered for [`SILENCE`] (the time noted is when it was noticed;
-/// the text says when the last reply came) and silent servers that answer again.
+/// Notes servers that have not answered for [`SILENCE`] while a client waited on them past its
+/// resend timeout (the time noted is when it was noticed; the text says when the last reply came),
+/// and silent servers that answer again.
 fn watch_servers(control: &Control, start: Instant, silent: &mut [bool], faults: &mut Faults) {
     let now = start.elapsed();
     let since_epoch = control.epoch.elapsed().as_millis() as u64;
@@ -267,7 +268,10 @@ fn watch_servers(control: &Control, start: Instant, silent: &mut [bool], faults:
         // Before its first reply a server is timed from the start of the load.
         let last = control.last_reply(server).unwrap_or(started_ms.max(1));
         let quiet = Duration::from_millis(since_epoch.saturating_sub(last));
-        if quiet >= SILENCE && !*was_silent {
+        // Silent only while clients wait on it: a live server whose clients all wait on a dead
+        // one gets no requests, so no replies either.
+        let awaited = control.last_waited(server).is_some_and(|w| w > last);
+        if quiet >= SILENCE && awaited && !*was_silent {
             *was_silent = true;
             let last_s = last.saturating_sub(started_ms) as f64 / 1000.0;
             faults.silent(

@@ -657,6 +657,26 @@ impl TxnClient {
         self.renew_held_locks(net);
     }
 
+    /// Calls `f` with the server of every request still unanswered past the resend timeout at
+    /// `now` (those the next tick resends): the servers this client is waiting on.
+    pub fn for_each_overdue(&self, now: u64, mut f: impl FnMut(Addr)) {
+        let retry = self.settings.retry_ns;
+        if retry == 0 {
+            return;
+        }
+        if now >= self.trailing_sent_at + retry {
+            self.trailing.iter().for_each(|(to, _)| f(*to));
+        }
+        if self.step == Step::Idle || now < self.sent_at + retry {
+            return;
+        }
+        self.requests
+            .iter()
+            .zip(&self.answered)
+            .filter(|(_, answered)| !**answered)
+            .for_each(|((to, _), _)| f(*to));
+    }
+
     /// Requests this client resent because no answer came within the resend timeout (a server
     /// slow, or down).
     pub fn resends(&self) -> u64 {

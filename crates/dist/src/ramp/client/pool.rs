@@ -58,6 +58,13 @@ impl ClientPool {
         }
     }
 
+    /// Calls `f` with the server of every request a client has waited on past the resend timeout.
+    pub fn for_each_overdue(&self, now: u64, mut f: impl FnMut(Addr)) {
+        for c in &self.clients {
+            c.for_each_overdue(now, &mut f);
+        }
+    }
+
     /// Requests the clients resent after their resend timeout.
     pub fn resends(&self) -> u64 {
         self.clients.iter().map(TxnClient::resends).sum()
