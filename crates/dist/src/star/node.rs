@@ -119,17 +119,10 @@ pub fn open_database<W: Procedures>(
     me: Addr,
     record_history: bool,
 ) -> Result<Database<Star>, LayoutError> {
-    check_fit(workload, layout, me)?;
-    let mut db = Database::<Star>::open(Config {
-        record_history,
-        epoch_interval: Duration::ZERO,
-        ..Config::default()
-    });
-    workload.create_tables(&mut db);
+    let db = open_empty_database(workload, layout, me, record_history)?;
     for p in layout.held(me) {
         workload.load_partition(&db, p);
     }
-    workload.load_shared(&db);
     Ok(db)
 }
 
