@@ -57,7 +57,8 @@ pub struct Common {
     pub phase_length: f64,
     /// Run durably in DIR (SiloR: per-worker value logs, epoch group commit, checkpoints): a new
     /// directory gets the loaded tables as its first checkpoint, one holding a database of the
-    /// same workload and settings is recovered and run on (ycsb, tpcc, bank). Protocols occ, 2pl, 2pl-nowait, 2pl-waitdie, swisstm, adaptive.
+    /// same workload and settings is recovered and run on (ycsb, tpcc, bank). Every protocol whose
+    /// commits log (all but atomic and nocc; docs/durability.md).
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<std::path::PathBuf>,
     /// With --data-dir: fsync after every group commit (group, the default) or never (none:
@@ -645,23 +646,6 @@ fn durability(c: &Common) -> Result<Option<phasedb_txn::Durability>, String> {
     if c.durable_progress && !c.durable_results {
         return Err("--durable-progress needs --durable-results".into());
     }
-    if !matches!(
-        c.protocol,
-        ProtocolName::Occ
-            | ProtocolName::TwoPlNoWait
-            | ProtocolName::TwoPlWaitDie
-            | ProtocolName::TwoPl
-            | ProtocolName::Swisstm
-            | ProtocolName::Adaptive
-            | ProtocolName::Tictoc
-            | ProtocolName::Doppel
-    ) {
-        return Err(
-            "--data-dir runs the protocols whose commits log with epochs: occ, 2pl, \
-             2pl-nowait, 2pl-waitdie, swisstm, adaptive, tictoc, doppel (see docs/durability.md)"
-                .into(),
-        );
-    }
     if c.verify || c.history.is_some() {
         return Err("--data-dir does not record histories (--verify, --history)".into());
     }
@@ -771,6 +755,11 @@ fn report_result<W: Workload>(
     c: &Common,
     opts: &BenchOptions,
 ) -> i32 {
+    if !result.started {
+        let why = result.check.err().unwrap_or_default();
+        eprintln!("error: the run did not start: {why}");
+        return 2;
+    }
     let settings = workload.settings();
     let observed = workload.take_observed();
     let verified = c.verify.then(|| {

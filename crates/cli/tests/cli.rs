@@ -131,7 +131,22 @@ fn all_rejected(cases: &[(&[&str], &str)]) {
 
 #[test]
 fn bad_flags_get_clear_errors() {
+    let dir = std::env::temp_dir().join(format!("phasedb-cli-nocc-{}", std::process::id()));
+    let dir = dir.to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "bench",
+                "-p",
+                "nocc",
+                "--data-dir",
+                dir,
+                "ycsb",
+                "--rows",
+                "100",
+            ],
+            "protocol nocc does not support durability",
+        ),
         (
             &["bench", "ycsb", "--protocol", "paxos"],
             "invalid value 'paxos'",

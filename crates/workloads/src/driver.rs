@@ -61,6 +61,9 @@ pub struct BenchResult {
     /// With [`BenchOptions::durable_results`]: transactions acknowledged durable and their
     /// commit-to-durable latency.
     pub durable: Option<DurableStats>,
+    /// False when the run never started (durable operation refused, or the data directory holds
+    /// another workload's database); `check` then says why.
+    pub started: bool,
 }
 
 impl BenchResult {
@@ -91,6 +94,7 @@ impl BenchResult {
             log_bytes: None,
             checkpoints: None,
             durable: None,
+            started: false,
         }
     }
 }
@@ -305,6 +309,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
         log_bytes,
         checkpoints,
         durable,
+        started: true,
     }
 }
 

@@ -183,7 +183,7 @@ pub enum DurabilityError {
     #[error("log file {path} is corrupt inside a block whose checksum holds: {detail}")]
     Corrupt { path: PathBuf, detail: String },
     #[error(
-        "protocol {0} does not support durability: {1} (supported: occ, 2pl, 2pl-nowait, 2pl-waitdie, swisstm, adaptive, tictoc, doppel)"
+        "protocol {0} does not support durability: {1} (see docs/durability.md for the protocols that log)"
     )]
     Unsupported(&'static str, &'static str),
     #[error("durability needs epochs: Config::epoch_interval must be nonzero")]

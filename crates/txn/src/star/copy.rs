@@ -14,16 +14,14 @@
 //! start carry TID 0, which replication records may not (`apply_replication` refuses it); the copy
 //! allows it.
 
-use std::sync::atomic::{Ordering, fence};
-
-use phasedb_storage::{InsertOutcome, TableId};
+use phasedb_storage::TableId;
 
 use crate::database::Database;
-use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED, tid};
+use crate::tid::{ABSENT, LOCK, UNLINKED, tid};
 
 use super::Star;
-use super::apply::unpack;
-use super::format::{Decoder, RecordKind, ReplicationError, push_upsert};
+use super::format::{ReplicationError, push_upsert};
+use super::upsert::AbsentGroups;
 
 impl Database<Star> {
     /// Parts table `t` is walked in by [`Database::copy_part`] (its index's shards).
@@ -103,59 +101,6 @@ impl Database<Star> {
     /// (deleted by a later write). Records at TID 0 (rows as loaded) are accepted. The whole
     /// input is checked first; a malformed one changes nothing. Returns the records installed.
     pub fn install_copy(&self, bytes: &[u8]) -> Result<usize, ReplicationError> {
-        let schema_of = |t: TableId| self.tables().get(t as usize).map(|t| t.schema());
-        Decoder::new(bytes, schema_of)
-            .with_zero_tids()
-            .try_for_each(|r| r.map(|_| ()))?;
-        let guard = phasedb_storage::pin();
-        let mut row = Vec::new();
-        let mut installed = 0;
-        for r in Decoder::new(bytes, schema_of).with_zero_tids().flatten() {
-            if r.kind != RecordKind::Upsert {
-                continue;
-            }
-            let table = self.table(r.table);
-            let (schema, layout) = (table.schema(), table.layout());
-            row.resize(schema.row_words(), 0);
-            unpack(schema, r.columns, r.data, &mut row);
-            let groups = schema.groups_of(r.columns);
-            let (rec, fresh) = match table.insert_with(r.key, &guard, |_| TidWord::new(LOCK), None)
-            {
-                InsertOutcome::Inserted(rec) => (rec, true),
-                InsertOutcome::Exists(rec) => (rec, false),
-            };
-            for (g, group) in schema.groups().iter().enumerate() {
-                let meta = rec.meta(layout, g);
-                let carried = groups & (1 << g) != 0;
-                if fresh {
-                    fence(Ordering::Release);
-                    if carried {
-                        rec.install_columns(layout, schema, group.columns, &row);
-                        meta.publish(r.tid);
-                        installed += 1;
-                    } else {
-                        // Filled by the row's other records (one per group).
-                        meta.publish(ABSENT);
-                    }
-                    continue;
-                }
-                if !carried {
-                    continue;
-                }
-                // An equal TID is the same write (or a group revived at TID 0 with zero
-                // columns by a replication record that created the row): installing is harmless.
-                let word = meta.load();
-                if word & (LOCK | UNLINKED) != 0 || tid(word) > r.tid {
-                    continue;
-                }
-                if meta.try_lock(word) {
-                    fence(Ordering::Release);
-                    rec.install_columns(layout, schema, group.columns, &row);
-                    meta.publish(r.tid);
-                    installed += 1;
-                }
-            }
-        }
-        Ok(installed)
+        Ok(self.upsert_rows(bytes, AbsentGroups::ByTid)?.groups)
     }
 }

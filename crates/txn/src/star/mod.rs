@@ -39,6 +39,7 @@ mod protocol;
 mod remote;
 mod replicate;
 mod undo;
+mod upsert;
 
 pub use apply::{Applied, HELD_LOCK_SPINS};
 pub use format::{MAGIC, MAX_BATCH_BYTES, RecordKind, ReplicationError};

@@ -15,7 +15,7 @@
 
 use std::sync::atomic::{Ordering, fence};
 
-use phasedb_storage::{InsertOutcome, RecordPtr, Schema, TableId};
+use phasedb_storage::{RecordPtr, TableId};
 
 use crate::database::Database;
 use crate::error::Conflict;
@@ -24,6 +24,7 @@ use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED, tid};
 use super::Star;
 use super::apply::unpack;
 use super::format::{Decoder, RecordKind, ReplicationError, push_upsert};
+use super::upsert::AbsentGroups;
 
 /// One locked column group.
 struct Held {
@@ -223,65 +224,6 @@ impl Database<Star> {
     /// the TID it carries unless it holds a later one or is locked by a transaction running here.
     /// For rows of partitions this node does not hold: it never replicates or digests them.
     pub fn cache_rows(&self, bytes: &[u8]) -> Result<usize, ReplicationError> {
-        let schema_of = |t: TableId| self.tables().get(t as usize).map(|t| t.schema());
-        Decoder::new(bytes, schema_of)
-            .with_zero_tids()
-            .try_for_each(|r| r.map(|_| ()))?;
-        let guard = phasedb_storage::pin();
-        let mut row = Vec::new();
-        let mut n = 0;
-        for r in Decoder::new(bytes, schema_of).with_zero_tids().flatten() {
-            if r.kind != RecordKind::Upsert {
-                continue;
-            }
-            let table = self.table(r.table);
-            let (schema, layout) = (table.schema(), table.layout());
-            row.resize(schema.row_words(), 0);
-            unpack(schema, r.columns, r.data, &mut row);
-            let groups = schema.groups_of(r.columns);
-            let (rec, fresh) = match table.insert_with(r.key, &guard, |_| TidWord::new(LOCK), None)
-            {
-                InsertOutcome::Inserted(rec) => (rec, true),
-                InsertOutcome::Exists(rec) => (rec, false),
-            };
-            for g in 0..schema.groups().len() {
-                let meta = rec.meta(layout, g);
-                if fresh {
-                    fence(Ordering::Release);
-                    if groups & (1 << g) != 0 {
-                        install_group(schema, rec, layout, g, &row);
-                        meta.publish(r.tid);
-                    } else {
-                        // Filled by the row's next records (one per group).
-                        meta.publish(ABSENT);
-                    }
-                    continue;
-                }
-                if groups & (1 << g) == 0 {
-                    continue;
-                }
-                let word = meta.load();
-                if word & (LOCK | UNLINKED) != 0 || (word & ABSENT == 0 && tid(word) > r.tid) {
-                    continue;
-                }
-                if meta.try_lock(word) {
-                    fence(Ordering::Release);
-                    install_group(schema, rec, layout, g, &row);
-                    meta.publish(r.tid);
-                }
-            }
-            n += 1;
-        }
-        Ok(n)
+        Ok(self.upsert_rows(bytes, AbsentGroups::Fill)?.rows)
     }
-}
-
-fn install_group(
-    schema: &Schema,
-    rec: RecordPtr<TidWord>,
-    layout: &phasedb_storage::RecordLayout,
-    g: usize,
-    row: &[u64],
-) {
-    rec.install_columns(layout, schema, schema.groups()[g].columns, row);
 }
