@@ -298,7 +298,7 @@ fn star_experiments_are_listed_as_built_and_refuse_flags_they_cannot_use() {
 }
 
 #[test]
-fn star_failover_plots_throughput_through_each_crash_and_says_the_restart_is_not_measured() {
+fn star_failover_plots_throughput_through_each_crash_and_a_restart() {
     let o = run_quick("star-failover");
     let scenarios = o.column("scenario");
     for name in ["partial-replica crash", "coordinator crash"] {
@@ -343,8 +343,30 @@ fn star_failover_plots_throughput_through_each_crash_and_says_the_restart_is_not
         o.report
             .contains("txn/s before the crash, lowest 100 ms interval after it")
     );
-    assert!(o.report.contains(
-        "Verdict: not checked (restart not measured) — a restarted node rejoins the cycle"
-    ));
     assert!(o.stdout.contains("after the crash of the coordinator"));
+    // The restarted node's rows: it rejoined (its copy finished) and every replica, its own
+    // included, agrees.
+    let rejoin = o.column("rejoin_s");
+    let restart: Vec<usize> = (0..scenarios.len())
+        .filter(|&i| scenarios[i] == "partial-replica restart")
+        .collect();
+    assert!(
+        restart.len() >= 15,
+        "{} restart intervals\n{}",
+        restart.len(),
+        o.stderr
+    );
+    for &i in &restart {
+        assert_eq!(check[i], "ok", "{:?}\n{}", o.rows[i], o.stderr);
+        let t: f64 = rejoin[i]
+            .parse()
+            .unwrap_or_else(|_| panic!("{:?}", o.rows[i]));
+        assert!((0.0..10.0).contains(&t), "rejoined {t} s after the restart");
+    }
+    let claim = o
+        .report
+        .lines()
+        .find(|l| l.contains("— a restarted partial replica is back in the cycle"))
+        .unwrap_or_else(|| panic!("no restart claim:\n{}", o.report));
+    assert!(claim.starts_with("Verdict: holds"), "{claim}");
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use phasedb_dist::star::bench::{BenchReport, BenchSettings};
+use phasedb_dist::star::bench::{BenchReport, BenchSettings, Reincarnation};
 use phasedb_dist::star::stats::TypeCounts;
 use phasedb_net::config::NetSettings;
 use phasedb_net::{ReplicationSync, StarAlgorithm, StarConfig};
@@ -196,7 +196,46 @@ pub fn json(r: &BenchReport, info: &RunInfo) -> Value {
     v["read_committed"] = json!(r.window.requests.read_committed);
     v["intervals"]["min_over_mean"] = json!(r.min_interval() / r.throughput().max(1e-9));
     v["config"]["placement"] = json!(star.placement);
+    v["restarts"] = r.reincarnations.iter().map(restart_json).collect();
     v
+}
+
+/// A restarted node's way back (§7.2): when its new process answered, when it was a member with
+/// its partitions copied, and what the copy moved.
+fn restart_json(r: &Reincarnation) -> Value {
+    let c = &r.recovery;
+    json!({
+        "node": r.node,
+        "answered_s": r.answered.as_secs_f64(),
+        "recovered_s": r.recovered.map(|d| d.as_secs_f64()),
+        "rejoined_phase": c.rejoined_phase,
+        "copy_s": (c.copied_ns != 0).then(|| c.copied_ns.saturating_sub(c.started_ns) as f64 / 1e9),
+        "copied_groups": c.rows,
+        "copied_bytes": c.bytes,
+        "copied_partitions": c.partitions,
+    })
+}
+
+/// One line per restarted node, for the table.
+fn restart_line(r: &Reincarnation) -> String {
+    let c = &r.recovery;
+    match r.recovered {
+        Some(at) => format!(
+            "node {} restarted: answered at {:.3} s, back in the cycle with {} partitions copied ({} groups, {:.1} MiB in {:.3} s) by {:.3} s",
+            r.node,
+            r.answered.as_secs_f64(),
+            c.partitions,
+            c.rows,
+            c.bytes as f64 / (1 << 20) as f64,
+            c.copied_ns.saturating_sub(c.started_ns) as f64 / 1e9,
+            at.as_secs_f64()
+        ),
+        None => format!(
+            "node {} restarted: answered at {:.3} s, not recovered when the run ended",
+            r.node,
+            r.answered.as_secs_f64()
+        ),
+    }
 }
 
 /// The nodes mastering partitions, in words ("nodes 0, 1").
@@ -362,6 +401,9 @@ pub fn table(r: &BenchReport, info: &RunInfo) -> String {
     );
     for p in &r.replicas.problems {
         let _ = writeln!(out, "  {p}");
+    }
+    for restart in &r.reincarnations {
+        let _ = writeln!(out, "{}", restart_line(restart));
     }
     let failed: Vec<&String> = r.checks.iter().filter_map(|c| c.as_ref().err()).collect();
     let _ = writeln!(

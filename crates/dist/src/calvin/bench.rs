@@ -222,5 +222,6 @@ pub fn run(
         timeline,
         silences: Faults::default(),
         live: vec![true; groups.nodes() as usize],
+        reincarnations: Vec::new(),
     })
 }

@@ -23,6 +23,8 @@ use crate::ramp::bench::faults::{Faults, Timeline};
 use crate::star::client::{Client, ClientError};
 use crate::star::layout::Layout;
 use crate::star::msg::{Answer, Query};
+pub use crate::star::sampler::Reincarnation;
+use crate::star::sampler::Sampler;
 use crate::star::stats::{LatencySnapshot, PhaseTimes, StarStats};
 
 /// How a benchmark run goes.
@@ -121,6 +123,8 @@ pub struct BenchReport {
     pub silences: Faults,
     /// Per node, whether it answered to the end.
     pub live: Vec<bool>,
+    /// Nodes whose restarted process answered, and how they recovered.
+    pub reincarnations: Vec<Reincarnation>,
 }
 
 impl BenchReport {
@@ -407,31 +411,24 @@ pub fn run(
 
     let started = read_all(&client, Query::Load(true))?;
     let load_start = Instant::now();
-    let nodes = client.nodes() as usize;
-    let mut live = vec![true; nodes];
     let mut silences = Faults::new(None);
-    // Per node, its latest counters: a node that stops keeps what it had committed.
-    let mut latest: Vec<StarStats> = started.clone();
-    let total = |s: &[StarStats]| s.iter().map(StarStats::committed).sum::<u64>();
-    let mut samples = vec![(Duration::ZERO, total(&started))];
-    let mut last = (load_start, total(&started));
     let timeout = settings.answer_timeout;
+    let mut nodes = Sampler::new(&client, started, timeout);
+    let mut samples = vec![(Duration::ZERO, nodes.committed())];
+    let mut last = (load_start, nodes.committed());
+    // One sample: every node's counters, waiting at most an interval for them so a dead node
+    // does not stall the run (its silence shows after the answer timeout).
     let mut sample = |stage: Stage,
                       watch: &mut dyn FnMut(&Progress) -> Result<(), String>,
-                      live: &mut Vec<bool>,
+                      nodes: &mut Sampler,
                       silences: &mut Faults| {
-        let at = Instant::now();
-        let now = at.duration_since(load_start);
-        let read = read_live(&client, Query::Stats, live, timeout, silences, now);
-        if !live.iter().any(|&l| l) {
+        let now = load_start.elapsed();
+        nodes.read(settings.interval, silences, now);
+        if !nodes.live.iter().any(|&l| l) {
             return Err("every node stopped answering".to_string());
         }
-        for (l, r) in latest.iter_mut().zip(read) {
-            if let Some(r) = r {
-                *l = r;
-            }
-        }
-        let committed = total(&latest);
+        let at = Instant::now();
+        let committed = nodes.committed();
         let rate = (committed - last.1.min(committed)) as f64
             / at.duration_since(last.0).as_secs_f64().max(1e-9);
         last = (at, committed);
@@ -441,7 +438,7 @@ pub fn run(
             elapsed: load_start.elapsed(),
             rate,
         })?;
-        Ok::<_, String>((at, latest.clone(), rate))
+        Ok::<_, String>((at, rate))
     };
     let mut next = load_start;
     while load_start.elapsed() < settings.warmup {
@@ -450,20 +447,23 @@ pub fn run(
             next.min(load_start + settings.warmup)
                 .saturating_duration_since(Instant::now()),
         );
-        sample(Stage::Warmup, &mut watch, &mut live, &mut silences)?;
+        sample(Stage::Warmup, &mut watch, &mut nodes, &mut silences)?;
     }
-    let (first_at, first, _) = sample(Stage::Measuring, &mut watch, &mut live, &mut silences)?;
+    let (first_at, _) = sample(Stage::Measuring, &mut watch, &mut nodes, &mut silences)?;
+    nodes.open_window();
     let mut intervals = Vec::new();
     let mut next = first_at;
-    let (last_at, end) = loop {
+    let last_at = loop {
         next += settings.interval;
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
-        let (at, stats, rate) = sample(Stage::Measuring, &mut watch, &mut live, &mut silences)?;
+        let (at, rate) = sample(Stage::Measuring, &mut watch, &mut nodes, &mut silences)?;
         intervals.push(rate);
         if at.duration_since(first_at) >= settings.duration {
-            break (at, stats);
+            break at;
         }
     };
+    let per_node = nodes.window();
+    let mut live = nodes.live.clone();
     let measured = last_at.duration_since(first_at);
     let timeline = Timeline::from_samples(settings.interval, &samples);
 
@@ -487,16 +487,23 @@ pub fn run(
             &mut silences,
             now(),
         );
+        let now = now();
+        for (n, s) in stats.iter().enumerate() {
+            if let Some(s) = s {
+                nodes.heard(n, s, now);
+            }
+        }
         if stats
             .iter()
             .flatten()
             .all(|s| s.phase > last_phase && s.idle)
+            && nodes.restarted_recovered(&live)
         {
             break;
         }
         if Instant::now() >= deadline {
             return Err(format!(
-                "phase {last_phase}, in which the load stopped, did not end everywhere (or a node still had work in flight) within {:?}",
+                "phase {last_phase}, in which the load stopped, did not end everywhere (or a node still had work in flight, or a restarted node had not recovered) within {:?}",
                 settings.quiesce_timeout
             ));
         }
@@ -543,14 +550,14 @@ pub fn run(
         .collect();
 
     let mut window = StarStats::default();
-    for (e, s) in end.iter().zip(&first) {
-        window.merge(&since(e, s));
+    for w in &per_node {
+        window.merge(w);
     }
     // The phases' clock: the first coordinator still live (a successor took over a failed one).
     let clock = (0..layout.nodes() as usize)
         .find(|&n| live[n] && layout.is_full(n as u32))
         .unwrap_or(layout.coordinator() as usize);
-    let coordinator = since(&end[clock], &first[clock]).times;
+    let coordinator = per_node[clock].times;
     Ok(BenchReport {
         nodes: layout.nodes(),
         measured,
@@ -562,6 +569,7 @@ pub fn run(
         timeline,
         silences,
         live,
+        reincarnations: nodes.reincarnations,
     })
 }
 

@@ -52,6 +52,7 @@ mod read_committed;
 mod recover;
 pub mod replicate;
 pub(crate) mod requests;
+mod sampler;
 pub mod serve;
 pub mod stats;
 
