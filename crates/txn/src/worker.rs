@@ -259,9 +259,9 @@ impl<'db, P: Protocol> Worker<'db, P> {
             }
             if outcome.is_ok()
                 && db.granularity.active()
-                && crate::granularity::sampled(self.sample)
+                && let Some(weight) = db.granularity.commit_weight(self.sample)
             {
-                crate::granularity::sample_commit(db, &self.state, self.slot);
+                crate::granularity::sample_commit(db, &self.state, self.slot, weight);
             }
             drop(guard);
             self.db.activity.leave(self.slot);

@@ -53,6 +53,11 @@ pub struct GranularityConfig {
     pub decay: f64,
     /// Weight kept by a remembered contention intensity at each round it is not measured.
     pub intensity_decay: f64,
+    /// Planning rounds, from the first transaction on and again after a table's groups change,
+    /// during which every commit's footprint is sampled rather than one in
+    /// [`crate::worker::LATENCY_SAMPLE`]: the first decision rests on enough samples after one
+    /// round instead of several.
+    pub dense_rounds: u32,
     /// The planner's cost model and margins.
     pub plan: PlanConfig,
 }
@@ -60,10 +65,11 @@ pub struct GranularityConfig {
 impl Default for GranularityConfig {
     fn default() -> Self {
         GranularityConfig {
-            plan_every_epochs: 2,
-            min_interval: Duration::from_millis(300),
-            decay: 0.5,
-            intensity_decay: 0.98,
+            plan_every_epochs: 1,
+            min_interval: Duration::from_millis(150),
+            decay: 0.7,
+            intensity_decay: 0.99,
+            dense_rounds: 8,
             plan: PlanConfig::default(),
         }
     }
@@ -72,7 +78,8 @@ impl Default for GranularityConfig {
 /// A change of a table's groups, for reports.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupChange {
-    /// Time since the database opened.
+    /// Time since the first planning round (the first transaction after a table was made
+    /// automatic, so loading the data does not count).
     pub at: Duration,
     pub table: String,
     /// Column names of each new group.
@@ -90,6 +97,10 @@ struct TableMemory {
 
 struct Planner {
     tables: Vec<TableMemory>,
+    /// When the first planning round ran.
+    started: Option<Instant>,
+    /// Planning rounds left with every commit sampled (see [`GranularityConfig::dense_rounds`]).
+    dense_left: u32,
 }
 
 /// The database-wide state of automatic groups.
@@ -98,13 +109,14 @@ pub(crate) struct Granularity {
     auto: u64,
     /// Epoch at which the next planning round is due (`u64::MAX`: never).
     next_epoch: CachePadded<AtomicU64>,
+    /// Whether every commit's footprint is sampled (written by the planner only).
+    dense: CachePadded<AtomicBool>,
     /// Per activity slot, its worker's samples (empty until a table is made automatic).
     slots: Box<[CachePadded<Mutex<SlotSample>>]>,
     planner: Mutex<Planner>,
     changes: Mutex<Vec<GroupChange>>,
     events: AtomicU64,
     config: GranularityConfig,
-    opened: Instant,
     /// Set when planning is paused ([`Database::pause_granularity`]).
     paused: AtomicBool,
     /// Set while a regrouping waits for a quiescent point ([`Granularity::due`] is then true, so
@@ -117,12 +129,16 @@ impl Default for Granularity {
         Granularity {
             auto: 0,
             next_epoch: CachePadded::new(AtomicU64::new(u64::MAX)),
+            dense: CachePadded::new(AtomicBool::new(false)),
             slots: Box::new([]),
-            planner: Mutex::new(Planner { tables: Vec::new() }),
+            planner: Mutex::new(Planner {
+                tables: Vec::new(),
+                started: None,
+                dense_left: 0,
+            }),
             changes: Mutex::new(Vec::new()),
             events: AtomicU64::new(0),
             config: GranularityConfig::default(),
-            opened: Instant::now(),
             paused: AtomicBool::new(false),
             pending: AtomicBool::new(false),
         }
@@ -159,6 +175,17 @@ impl Granularity {
         HoldWorkers { g: self, saved }
     }
 
+    /// The weight of the worker's `n`th commit's footprint in the samples (the commits it
+    /// stands for), or `None` when it is not sampled.
+    #[inline]
+    pub(crate) fn commit_weight(&self, n: u64) -> Option<u64> {
+        if self.dense.load(Ordering::Relaxed) {
+            Some(1)
+        } else {
+            sampled(n).then_some(crate::worker::LATENCY_SAMPLE)
+        }
+    }
+
     pub(crate) fn next_event(&self) -> u64 {
         self.events.fetch_add(1, Ordering::Relaxed)
     }
@@ -181,7 +208,7 @@ impl Drop for HoldWorkers<'_> {
 /// by the top bits of `n` times the golden ratio (Fibonacci hashing), so a workload that cycles
 /// through transaction types with a period dividing the rate is still sampled evenly.
 #[inline]
-pub(crate) fn sampled(n: u64) -> bool {
+fn sampled(n: u64) -> bool {
     const SHIFT: u32 = 64 - crate::worker::LATENCY_SAMPLE.trailing_zeros();
     n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> SHIFT == 0
 }
@@ -205,8 +232,14 @@ pub(crate) fn tick<P: Protocol>(db: &Database<P>, epoch: u64) {
     if g.paused.load(Ordering::Relaxed) {
         return;
     }
-    collect(g, &mut planner);
     let now = Instant::now();
+    if planner.started.is_none() {
+        planner.started = Some(now);
+        planner.dense_left = g.config.dense_rounds;
+    }
+    collect(g, &mut planner);
+    let started = planner.started.unwrap_or(now);
+    let mut regrouped = false;
     for t in 0..planner.tables.len() {
         let t_id = t as TableId;
         if !g.is_auto(t_id) {
@@ -232,8 +265,9 @@ pub(crate) fn tick<P: Protocol>(db: &Database<P>, epoch: u64) {
             // Counts measured under the old groups would misjudge the new ones' conflicts.
             memory.stats.conflicts = 0.0;
             memory.stats.commits = 0.0;
+            regrouped = true;
             g.changes.lock().push(GroupChange {
-                at: g.opened.elapsed(),
+                at: now.duration_since(started),
                 table: db.table(t_id).name().to_string(),
                 groups: describe(db.table(t_id).schema()),
                 predicted: (p.current_cost, p.cost),
@@ -241,6 +275,12 @@ pub(crate) fn tick<P: Protocol>(db: &Database<P>, epoch: u64) {
         }
         memory.stats.intensity *= g.config.intensity_decay;
     }
+    // The new groups' first decision (to keep them or not) rests on dense samples too.
+    if regrouped {
+        planner.dense_left = g.config.dense_rounds;
+    }
+    g.dense.store(planner.dense_left > 0, Ordering::Relaxed);
+    planner.dense_left = planner.dense_left.saturating_sub(1);
 }
 
 /// Decays the planner's counts and adds every worker's samples since the last round.
@@ -264,8 +304,7 @@ fn collect(g: &Granularity, planner: &mut Planner) {
                 planner.tables.resize_with(t + 1, TableMemory::default);
             }
             let stats = &mut planner.tables[t].stats;
-            let scale = crate::worker::LATENCY_SAMPLE as f64;
-            stats.commits += ts.commits as f64 * scale;
+            stats.commits += ts.commits as f64;
             stats.conflicts += ts.conflicts as f64;
             for &(read, write, n) in &ts.patterns {
                 match (stats.patterns.iter_mut()).find(|p| p.read == read && p.write == write) {

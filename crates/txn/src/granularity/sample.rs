@@ -1,6 +1,7 @@
 //! Sampling what the planner needs, per worker: the column footprint (read and written columns per
-//! table) of one committed transaction in [`crate::worker::LATENCY_SAMPLE`] (`super::sampled`), and for every conflict
-//! abort the tables whose versions changed under the aborted attempt.
+//! table) of one committed transaction in [`crate::worker::LATENCY_SAMPLE`] (every one during the
+//! planner's dense rounds, see `Granularity::commit_weight`), and for every conflict abort the
+//! tables whose versions changed under the aborted attempt.
 //!
 //! Each worker writes only its own activity slot's sample, under a mutex that only the planner
 //! (every planning round) also takes; a transaction that commits unsampled writes nothing, and the
@@ -18,8 +19,9 @@ use super::plan::MAX_PATTERNS;
 /// A worker's counts for one table since the planner last collected them.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TableSample {
-    /// (read columns, written columns, count).
+    /// (read columns, written columns, commits they stand for).
     pub patterns: Vec<(u64, u64, u64)>,
+    /// Commits the samples stand for.
     pub commits: u64,
     pub conflicts: u64,
 }
@@ -42,9 +44,15 @@ impl SlotSample {
 /// Tables with ids from here on are never planned (footprints are kept in a 64-bit table mask).
 pub(crate) const MAX_AUTO_TABLES: usize = 64;
 
-/// Records the footprint of the transaction `st` just committed by the worker in `slot`.
+/// Records the footprint of the transaction `st` just committed by the worker in `slot`, standing
+/// for `weight` commits.
 #[cold]
-pub(crate) fn commit<P: Protocol>(db: &Database<P>, st: &TxState<P::Meta>, slot: usize) {
+pub(crate) fn commit<P: Protocol>(
+    db: &Database<P>,
+    st: &TxState<P::Meta>,
+    slot: usize,
+    weight: u64,
+) {
     let g = &db.granularity;
     let mut read = [0u64; MAX_AUTO_TABLES];
     let mut write = [0u64; MAX_AUTO_TABLES];
@@ -73,12 +81,12 @@ pub(crate) fn commit<P: Protocol>(db: &Database<P>, st: &TxState<P::Meta>, slot:
         let t = touched.trailing_zeros() as usize;
         touched &= touched - 1;
         let ts = sample.table(t);
-        ts.commits += 1;
+        ts.commits += weight;
         let key = (read[t], write[t]);
         let full = ts.patterns.len() >= MAX_PATTERNS * 2;
         match ts.patterns.iter_mut().find(|p| (p.0, p.1) == key) {
-            Some(p) => p.2 += 1,
-            None if !full => ts.patterns.push((key.0, key.1, 1)),
+            Some(p) => p.2 += weight,
+            None if !full => ts.patterns.push((key.0, key.1, weight)),
             None => {}
         }
     }

@@ -2,6 +2,8 @@
 //! so contention is high), with whole-row timestamps (coarse) or District and Customer rows split
 //! into rarely-updated fields and the rest (fine), on every protocol.
 
+use std::time::Duration;
+
 use phasedb_workloads::tpcc::{Tpcc, TpccConfig, TpccMix};
 
 use super::super::claims::{Claim, Verdict, ratio, times};
@@ -23,6 +25,10 @@ ones every mechanism gets faster, OCC becomes the fastest almost everywhere, and
 
 /// The thread count of the issue's abort-rate target.
 const TARGET_THREADS: usize = 2;
+
+/// Automatic groups are judged on the figures after this much of the run (the issue's "within 2 s
+/// of the start"): the sweep's warm-up is at least this long unless `--quick`.
+const DECIDE_WITHIN: Duration = Duration::from_secs(2);
 
 fn config(fine: bool) -> TpccConfig {
     TpccConfig {
@@ -111,9 +117,75 @@ fn occ_aborts_fall(grid: &Grid<'_>, threads: usize) -> Claim {
     }
 }
 
+/// Issue 39's TPC-C target: with every table automatic, OCC at `threads` reaches 0.95x the
+/// throughput of the hand-written fine schema with at most 1.2x its abort rate, measured after the
+/// first `warmup` of each run (judged only when that is at least [`DECIDE_WITHIN`]).
+fn auto_matches_fine(grid: &Grid<'_>, threads: usize, warmup: Duration) -> Claim {
+    let statement = format!(
+        "automatic column groups, measured after the first {:.1} s, reach 0.95x the throughput \
+         of the hand-written fine schema with at most 1.2x its abort rate (OCC, {threads} \
+         threads)",
+        warmup.as_secs_f64()
+    );
+    let paper = "Not in the paper (it leaves the split to the schema's author); phasedb's issue \
+                 39 target: within 2 s of the start, at least 0.95x fine's throughput and at most \
+                 1.2x its abort rate."
+        .to_string();
+    let (Some(f), Some(a)) = (
+        grid.get_named("occ", "fine", threads),
+        grid.get_named("occ", "auto", threads),
+    ) else {
+        return Claim {
+            statement,
+            paper,
+            measured: format!("OCC fine or auto not measured at {threads} threads"),
+            verdict: Verdict::NotChecked("OCC was not measured".into()),
+        };
+    };
+    let tput = ratio(a.throughput, f.throughput);
+    let aborts = ratio(a.abort_rate, f.abort_rate);
+    let measured = format!(
+        "OCC at {threads} threads after {:.1} s: auto {:.0} txn/s, {:.2}% aborts; fine {:.0} \
+         txn/s, {:.2}% aborts (auto/fine throughput {}, abort rate {})",
+        warmup.as_secs_f64(),
+        a.throughput,
+        a.abort_rate * 100.0,
+        f.throughput,
+        f.abort_rate * 100.0,
+        times(tput),
+        times(aborts)
+    );
+    let verdict = if warmup < DECIDE_WITHIN {
+        Verdict::NotChecked(format!(
+            "warm-up {:.2} s: the target is measured after {:.0} s",
+            warmup.as_secs_f64(),
+            DECIDE_WITHIN.as_secs_f64()
+        ))
+    } else {
+        // Without aborts under fine, a tenth of a percentage point stands for "as few".
+        let abort_ok = if f.abort_rate > 0.0 {
+            a.abort_rate <= 1.2 * f.abort_rate
+        } else {
+            a.abort_rate <= 0.001
+        };
+        Verdict::from_bool(tput.is_some_and(|r| r >= 0.95) && abort_ok)
+    };
+    Claim {
+        statement,
+        paper,
+        measured,
+        verdict,
+    }
+}
+
 /// Runs the experiment.
 pub fn run(s: &Settings) -> Result<Artifacts, String> {
     config(false).validate()?;
+    let mut settings = s.clone();
+    if !s.quick {
+        settings.warmup = s.warmup.max(DECIDE_WITHIN);
+    }
+    let s = &settings;
     let rows = grid::sweep(s, |fine, auto| {
         let w = Tpcc::new(config(fine));
         if auto { w.auto_groups() } else { w }
@@ -128,7 +200,7 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
     let claims = vec![
         occ_fastest(&grid, t),
         occ_aborts_fall(&grid, target),
-        report::auto_follows(&grid, target, 0.95, 1.2),
+        auto_matches_fine(&grid, target, s.warmup),
         report::everyone_gains(
             &grid,
             t,
@@ -149,8 +221,16 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
     )];
     setup.extend(report::common_setup(s));
     setup.push(format!(
-        "verdicts use the largest thread count ({t}); the abort-rate target uses {target} threads"
+        "verdicts use the largest thread count ({t}); the abort-rate targets use {target} threads"
     ));
+    if !s.quick {
+        setup.push(format!(
+            "warm-up at least {:.0} s, so automatic groups are judged on the figures after the \
+             first {:.0} s of each run (issue 39)",
+            DECIDE_WITHIN.as_secs_f64(),
+            DECIDE_WITHIN.as_secs_f64()
+        ));
+    }
     Ok(Finish {
         title: "granularity-tpcc: timestamp granularity on TPC-C",
         setup,
