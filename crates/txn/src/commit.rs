@@ -126,10 +126,16 @@ fn prefetch_placeholders<P: Protocol<Meta: TidMeta>>(st: &TxState<P::Meta>, db: 
     }
 }
 
-/// Spins Silo's commit waits for a write lock another committer holds: some tens of microseconds,
-/// far longer than an install takes, yet bounded, so a lock whose holder was descheduled still ends
-/// in an abort.
-pub(crate) const LOCK_PATIENCE: u32 = 1024;
+/// Looks Silo's commit takes at a write lock another committer holds before it gives up: with the
+/// pauses between them (see [`LOCK_WAIT_MAX_SHIFT`]) some tens of microseconds, far longer than an
+/// install takes, yet bounded, so a lock whose holder was descheduled still ends in an abort.
+pub(crate) const LOCK_PATIENCE: u32 = 256;
+
+/// A committer waiting for a write lock pauses `2^min(looks, this)` times between two looks at it.
+/// Each look takes the record's cache line from the holder, whose install and unlock must then
+/// fetch it back: on a hot record, looking back-to-back lengthens the very hold it waits for (issue
+/// 38). Up to 8 pauses between looks keep the hand-off prompt.
+const LOCK_WAIT_MAX_SHIFT: u32 = 3;
 
 /// Locks the groups written by updates and deletes, in address order. A lock another transaction holds
 /// is waited for during `patience` spins (zero: no-wait); the global order keeps waiting committers
@@ -172,7 +178,9 @@ pub(crate) fn lock_writes<P: Protocol<Meta: TidMeta>>(
         let mut spins = 0;
         // Split data (Doppel) stays locked for a whole phase: never worth waiting for.
         while word & LOCK != 0 && word & SPLIT == 0 && spins < patience {
-            std::hint::spin_loop();
+            for _ in 0..1u32 << spins.min(LOCK_WAIT_MAX_SHIFT) {
+                std::hint::spin_loop();
+            }
             spins += 1;
             word = meta.load();
         }
