@@ -136,6 +136,7 @@ fn malformed(what: &str) -> DecodeError {
 }
 
 impl<'a> Cursor<'a> {
+    #[inline]
     fn byte(&mut self) -> Result<u8, DecodeError> {
         let (&b, rest) = self
             .buf
@@ -146,7 +147,20 @@ impl<'a> Cursor<'a> {
     }
 
     /// A varint of at most `max` bytes whose last byte is at most `last` (postcard's checks).
+    #[inline]
     fn varint(&mut self, max: u32, last: u8) -> Result<u64, DecodeError> {
+        // Most are one byte.
+        if let Some((&b, rest)) = self.buf.split_first()
+            && b < 0x80
+        {
+            self.buf = rest;
+            return Ok(b as u64);
+        }
+        self.varint_long(max, last)
+    }
+
+    #[cold]
+    fn varint_long(&mut self, max: u32, last: u8) -> Result<u64, DecodeError> {
         let mut out = 0u64;
         for i in 0..max {
             let b = self.byte()?;
@@ -161,14 +175,17 @@ impl<'a> Cursor<'a> {
         Err(malformed("bad varint"))
     }
 
+    #[inline]
     fn u64(&mut self) -> Result<u64, DecodeError> {
         self.varint(10, 0x01)
     }
 
+    #[inline]
     fn u32(&mut self) -> Result<u32, DecodeError> {
         Ok(self.varint(5, 0x0f)? as u32)
     }
 
+    #[inline]
     fn u16(&mut self) -> Result<u16, DecodeError> {
         Ok(self.varint(3, 0x03)? as u16)
     }
@@ -186,6 +203,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    #[inline]
     fn take(&mut self, n: u64) -> Result<&'a [u8], DecodeError> {
         if n > self.buf.len() as u64 {
             return Err(malformed("truncated"));
@@ -195,11 +213,13 @@ impl<'a> Cursor<'a> {
         Ok(b)
     }
 
+    #[inline]
     fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let n = self.u64()?;
         self.take(n)
     }
 
+    #[inline]
     fn value(&mut self) -> Result<ValueView<'a>, DecodeError> {
         Ok(match self.u32()? {
             0 => ValueView::U64(self.u64()?),
@@ -444,12 +464,6 @@ pub fn decode_execute<'a>(
 ) -> Result<Option<u64>, DecodeError> {
     ops.clear();
     read_execute(payload, |op| ops.push(op))
-}
-
-/// [`decode_execute`] keeping nothing: whether (and as what id) the payload is a valid
-/// `Execute`.
-pub fn check_execute(payload: &[u8]) -> Result<Option<u64>, DecodeError> {
-    read_execute(payload, |_| {})
 }
 
 fn read_execute<'a>(

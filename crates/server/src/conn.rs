@@ -220,8 +220,11 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, shard: usize) {
             out: &mut out,
             pieces: &mut pieces,
         };
-        session = run_batch(&mut batch, session, &shared, shard, &mut bufs).await;
-        if let Some(resp) = &closing {
+        let malformed;
+        (session, malformed) = run_batch(&mut batch, session, &shared, shard, &mut bufs).await;
+        // A one-shot that did not decode is answered by the engine thread, and nothing after it
+        // runs; a frame the connection could not read is answered here, after the batch.
+        if !malformed && let Some(resp) = &closing {
             encode_response(&mut out, 0, resp);
         }
         let sent = match &mut sink {
@@ -232,7 +235,7 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, shard: usize) {
                 sink.send(&mut pieces).await
             }
         };
-        if !sent || closing.is_some() {
+        if !sent || closing.is_some() || malformed {
             sink.close().await;
             return;
         }
@@ -251,10 +254,11 @@ struct Buffers<'b> {
     pieces: &'b mut Vec<Piece>,
 }
 
-/// Reads one request payload: a one-shot `Execute` is only checked, and its bytes kept in `raw`
-/// for the engine thread to run from ([`crate::oneshot`]); any other request is decoded.
+/// Reads one request payload: a one-shot `Execute` is kept as bytes in `raw` for the engine
+/// thread to read and run ([`crate::oneshot`]; if it does not decode, the engine thread answers
+/// `Malformed` and runs nothing after it); any other request is decoded.
 fn read_request(payload: &[u8], raw: &mut Vec<u8>) -> Result<Item, DecodeError> {
-    if wire::check_execute(payload)?.is_some() {
+    if wire::peek(payload).is_some_and(|(_, kind)| kind == wire::REQUEST_EXECUTE) {
         let at = raw.len();
         raw.extend_from_slice(payload);
         return Ok(Item::Execute(at..raw.len()));
@@ -265,13 +269,15 @@ fn read_request(payload: &[u8], raw: &mut Vec<u8>) -> Result<Item, DecodeError> 
 
 /// Runs the batch in order, appending the encoded responses to `bufs.out`, or, when some are
 /// held for durability, moving what `out` has and the held ones to `bufs.pieces` in order.
+/// True with the session: a one-shot did not decode, was answered `Malformed`, and nothing after
+/// it ran (the connection is to be closed).
 async fn run_batch(
     batch: &mut Vec<Item>,
     mut session: Box<Session>,
     shared: &Arc<Shared>,
     shard: usize,
     bufs: &mut Buffers<'_>,
-) -> Box<Session> {
+) -> (Box<Session>, bool) {
     let mut requests = batch.drain(..).peekable();
     while requests.peek().is_some() {
         bufs.run.clear();
@@ -302,6 +308,11 @@ async fn run_batch(
                 bufs.pieces.push(Piece::Bytes(std::mem::take(bufs.out)));
                 bufs.pieces.push(Piece::Held(held));
             }
+            if back.malformed {
+                // Answered `Malformed`: nothing after it runs, and the connection closes.
+                requests.for_each(drop);
+                return (session, true);
+            }
         }
         // The run stops only before a request of these kinds (or at the end).
         if let Some(Item::Request(id, req)) = requests.next() {
@@ -329,7 +340,7 @@ async fn run_batch(
             encode_response(bufs.out, id, &resp);
         }
     }
-    session
+    (session, false)
 }
 
 /// Reads and checks the hello; answers it. False: the connection is refused (and closed).

@@ -70,6 +70,9 @@ pub struct Answer {
     pub requests: Vec<Item>,
     pub session: Box<Session>,
     pub held: Option<Held>,
+    /// A one-shot did not decode: it was answered `Malformed` (id 0, after the responses before
+    /// it) and nothing after it ran.
+    pub malformed: bool,
 }
 
 /// A durable server's responses to a batch, held until its newest commit is durable: the
@@ -359,20 +362,35 @@ fn run_job<P: Protocol>(
     let mut held = Vec::new();
     let mut newest = None;
     let mut views = Vec::new();
+    let mut malformed = false;
     for item in requests.drain(..) {
         let (id, req) = match item {
             Item::Request(id, req) => (id, req),
             Item::Execute(range) => {
                 let payload = &raw[range];
-                if !durable && let Ok(Some(id)) = decode_execute(payload, &mut views) {
-                    oneshot::execute(worker, &st.catalog, id, &views, out);
-                    continue;
-                }
-                match decode_request(payload) {
+                let decoded = if durable {
+                    decode_request(payload)
+                } else {
+                    match decode_execute(payload, &mut views) {
+                        Ok(Some(id)) => {
+                            oneshot::execute(worker, &st.catalog, id, &views, out);
+                            continue;
+                        }
+                        Ok(None) => decode_request(payload),
+                        Err(e) => Err(e),
+                    }
+                };
+                match decoded {
                     Ok(r) => r,
                     Err(e) => {
-                        encode_response(out, 0, &error(ErrorKind::Malformed, e.to_string()));
-                        continue;
+                        let resp = error(ErrorKind::Malformed, e.to_string());
+                        if durable {
+                            held.push((0, resp, false));
+                        } else {
+                            encode_response(out, 0, &resp);
+                        }
+                        malformed = true;
+                        break;
                     }
                 }
             }
@@ -487,6 +505,7 @@ fn run_job<P: Protocol>(
         requests,
         session,
         held,
+        malformed,
     });
 }
 
@@ -532,6 +551,7 @@ impl<P: Protocol> Engine for EngineOf<P> {
                 requests: job.requests,
                 session: job.session,
                 held: None,
+                malformed: false,
             });
         }
     }

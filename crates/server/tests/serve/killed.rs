@@ -347,7 +347,10 @@ fn tpcc_keeps_every_answered_transaction_through_sigkills() {
         for &(d, o) in &all.delivered {
             let key = order_key(1, d, o);
             assert!(present(&mut c, orders, key), "delivered order {d}/{o}");
-            assert!(!present(&mut c, new_order, key), "order {d}/{o} undelivered");
+            assert!(
+                !present(&mut c, new_order, key),
+                "order {d}/{o} undelivered"
+            );
         }
         let verdict = c.call_procedure("tpcc.check", vec![]).unwrap();
         let why = verdict.first().map(|v| match v {
