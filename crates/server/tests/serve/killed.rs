@@ -246,7 +246,7 @@ fn terminal(addr: &str, stop: &AtomicBool, first: usize) -> Answered {
     let Ok(mut c) = Client::connect(addr, None) else {
         return answered;
     };
-    let mut names = vec!["tpcc.new_order", "tpcc.payment"].repeat(10);
+    let mut names = ["tpcc.new_order", "tpcc.payment"].repeat(10);
     names.extend(["tpcc.order_status", "tpcc.delivery", "tpcc.stock_level"]);
     let mut i = first;
     while !stop.load(Ordering::Relaxed) {
