@@ -11,10 +11,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use phasedb_client::{
-    Client, ClientError, ColumnDef, ColumnKind, Op, Request, Response, TableDef, Value,
-};
+use phasedb_client::{Client, ClientError, ColumnDef, ColumnKind, Op, Request, TableDef, Value};
 use phasedb_keys::Zipf;
+use phasedb_proto::wire;
 use phasedb_workloads::ycsb::{Variant, YcsbConfig};
 use rand::rngs::SmallRng;
 use rand::{Rng, RngExt, SeedableRng};
@@ -254,7 +253,8 @@ impl Counts {
 }
 
 /// One connection's closed loop: batches of `pipeline` transactions until `end`, counted from
-/// `measure_from`.
+/// `measure_from`. The requests are encoded straight into one buffer and the responses read where
+/// they arrive ([`phasedb_proto::wire`]), so the client allocates nothing per transaction.
 fn drive(
     conn: &mut Client,
     cfg: &YcsbConfig,
@@ -267,17 +267,20 @@ fn drive(
     let mut rng = SmallRng::seed_from_u64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let zipf = (cfg.theta > 0.0).then(|| Zipf::new(cfg.rows, cfg.theta));
     let mut counts = Counts::default();
-    let mut batch = Vec::with_capacity(pipeline);
+    let mut frames = Vec::with_capacity(pipeline * (64 + cfg.ops * cfg.columns * cfg.column_size));
     let mut keys = Vec::with_capacity(cfg.ops);
+    let mut writes = Vec::with_capacity(cfg.ops);
+    let mut value = vec![0u8; cfg.column_size];
     loop {
         let now = Instant::now();
         if now >= end {
             return Ok(counts);
         }
-        batch.clear();
-        for _ in 0..pipeline {
+        frames.clear();
+        let first = conn.reserve_ids(pipeline);
+        for id in first..first + pipeline as u64 {
             keys.clear();
-            let mut ops = Vec::with_capacity(cfg.ops * 2);
+            writes.clear();
             while keys.len() < cfg.ops {
                 let key = match &zipf {
                     Some(z) => z.sample(&mut rng),
@@ -287,27 +290,40 @@ fn drive(
                     continue;
                 }
                 keys.push(key);
-                ops.push(Op::Get {
-                    table,
-                    key,
-                    columns: vec![],
-                });
-                if !rng.random_bool(cfg.read_ratio) {
-                    let mut v = vec![0u8; cfg.column_size];
-                    rng.fill_bytes(&mut v);
-                    ops.push(Op::Update {
+                writes.push(!rng.random_bool(cfg.read_ratio));
+            }
+            let n = keys.len() + writes.iter().filter(|&&w| w).count();
+            let start = wire::begin_execute(&mut frames, id, n);
+            for (&key, &write) in keys.iter().zip(&writes) {
+                wire::put_get(&mut frames, table, key, &[]);
+                if write {
+                    rng.fill_bytes(&mut value);
+                    let v = value.as_slice();
+                    wire::put_write(
+                        &mut frames,
+                        wire::op::UPDATE,
                         table,
                         key,
-                        values: (0..cfg.columns as u16)
-                            .map(|c| (c, Value::Bytes(v.clone())))
-                            .collect(),
-                    });
+                        (0..cfg.columns as u16).map(|c| (c, v)),
+                    );
                 }
             }
-            batch.push(Request::Execute(ops));
+            wire::end_frame(&mut frames, start);
         }
         let sent = Instant::now();
-        let responses = conn.pipeline(&batch)?;
+        let (mut committed, mut aborted) = (0, 0);
+        conn.pipeline_raw(&frames, first, pipeline, |payload| {
+            match wire::peek(payload).map(|p| p.1) {
+                Some(wire::RESPONSE_RESULTS) => committed += 1,
+                Some(wire::RESPONSE_ABORTED) => aborted += 1,
+                _ => {
+                    let (_, resp) = phasedb_proto::decode_response(payload)
+                        .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                    phasedb_client::check(resp)?;
+                }
+            }
+            Ok(())
+        })?;
         let done = Instant::now();
         if sent < measure_from || done > end {
             continue;
@@ -315,14 +331,7 @@ fn drive(
         counts
             .batch_us
             .push(done.duration_since(sent).as_micros().min(u32::MAX as u128) as u32);
-        for resp in responses {
-            match resp {
-                Response::Results(_) => counts.committed += 1,
-                Response::Aborted { .. } => counts.aborted += 1,
-                other => {
-                    phasedb_client::check(other)?;
-                }
-            }
-        }
+        counts.committed += committed;
+        counts.aborted += aborted;
     }
 }

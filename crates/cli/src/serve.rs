@@ -29,9 +29,13 @@ pub struct ServeArgs {
     /// The most connections served at once.
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
-    /// Keep the database durably in DIR (the protocols the engine can log: occ, and those whose
-    /// commit logs too; others are refused at start): a commit is acknowledged once durable, and a
-    /// restart on DIR recovers every acknowledged one (docs/wire-protocol.md, "Durability").
+    /// Keep the database durably in DIR (created if missing) through the engine's durability
+    /// layer (SiloR-style redo logs with group commit by epoch, and checkpoints); DIR also keeps
+    /// the table definitions. A commit is answered only once its epoch is durable. On start the
+    /// server recovers DIR first (tables, latest checkpoint, then the logs up to the last durable
+    /// epoch: every answered commit is back, nothing is half applied) and serves only after that.
+    /// Protocols whose commit does not log are refused at start with an error, leaving DIR as it
+    /// was (docs/wire-protocol.md, "Durability"). Without it the database is in memory only.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<std::path::PathBuf>,
     /// With --data-dir: fsync after every group commit (group) or never (none: durable means

@@ -198,6 +198,59 @@ impl Client {
         Ok(responses)
     }
 
+    /// Reserves `n` request ids for frames encoded by the caller (with
+    /// [`phasedb_proto::wire`]); returns the first (they are consecutive).
+    pub fn reserve_ids(&mut self, n: usize) -> u64 {
+        let first = self.next_id;
+        self.next_id += n as u64;
+        first
+    }
+
+    /// [`Client::pipeline`] without building messages: sends `frames`, `count` request frames
+    /// already encoded with ids `first..first + count` (see [`Client::reserve_ids`]), in one
+    /// write, then hands each response's payload, in order, to `each` as it lies in the receive
+    /// buffer (read it with [`phasedb_proto::wire::peek`] or [`phasedb_proto::decode_response`]).
+    /// Nothing is allocated per request.
+    pub fn pipeline_raw(
+        &mut self,
+        frames: &[u8],
+        first: u64,
+        count: usize,
+        mut each: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        self.stream.write_all(frames)?;
+        let mut expect = first;
+        while expect < first + count as u64 {
+            match self.reader.next_frame() {
+                Ok(Some(p)) => {
+                    if phasedb_proto::wire::peek(p).map(|(id, _)| id) != Some(expect) {
+                        // Id 0: the server could not read a frame and closes the connection.
+                        return match decode_response(p) {
+                            Ok((_, Response::Error { kind, message })) => {
+                                Err(ClientError::Server { kind, message })
+                            }
+                            other => Err(ClientError::Protocol(format!(
+                                "response {other:?} to request {expect}"
+                            ))),
+                        };
+                    }
+                    each(p)?;
+                    expect += 1;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => return Err(ClientError::Protocol(e.to_string())),
+            }
+            let buf = self.reader.spare(64 << 10);
+            let n = self.stream.read(buf)?;
+            self.reader.filled(64 << 10, n);
+            if n == 0 {
+                return Err(ClientError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+        Ok(())
+    }
+
     /// Sends one request and waits for its response (errors and aborts as [`ClientError`]).
     pub fn call(&mut self, request: &Request) -> Result<Response> {
         let resp = self

@@ -12,6 +12,7 @@
 //! as an error (the fuzz-style property test in `tests/decode.rs` feeds it arbitrary bytes).
 
 mod messages;
+pub mod wire;
 
 pub use messages::*;
 use serde::Serialize;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use phasedb_proto::{
     DecodeError, ErrorKind, FrameReader, Hello, HelloReply, MAGIC, Request, Response, VERSION,
-    Welcome, decode, decode_request, encode, encode_response,
+    Welcome, decode, decode_request, encode, encode_response, wire,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -24,7 +24,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{mpsc, watch};
 
 use crate::Shared;
-use crate::engine::{DurableEpoch, Held, Job, Session, is_control};
+use crate::engine::{DurableEpoch, Held, Item, Job, Session, is_control};
 
 /// How long a new connection has to send its hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -151,17 +151,21 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, shard: usize) {
     };
     let mut session = Box::new(Session::default());
     let mut batch = Vec::new();
+    let mut run = Vec::new();
+    let mut raw = Vec::new();
+    let mut out = Vec::new();
     let mut pieces = Vec::new();
     let mut shutdown = shared.shutdown.subscribe();
     loop {
         // Read until at least one whole frame (or a bad one) is buffered.
         let mut closing = None;
         batch.clear();
+        raw.clear();
         while batch.is_empty() && closing.is_none() {
             loop {
                 match reader.next_frame() {
-                    Ok(Some(payload)) => match decode_request(payload) {
-                        Ok(r) => batch.push(r),
+                    Ok(Some(payload)) => match read_request(payload, &mut raw) {
+                        Ok(item) => batch.push(item),
                         Err(e) => {
                             closing = Some(error(ErrorKind::Malformed, e.to_string()));
                             break;
@@ -192,70 +196,126 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, shard: usize) {
                 return;
             }
         }
-        let mut out = Vec::new();
+        out.clear();
         if shared.shutting_down.load(Ordering::Acquire) {
-            for (id, _) in batch.drain(..) {
+            for item in batch.drain(..) {
+                let id = match item {
+                    Item::Request(id, _) => id,
+                    Item::Execute(range) => wire::peek(&raw[range]).map_or(0, |p| p.0),
+                };
                 encode_response(
                     &mut out,
                     id,
                     &error(ErrorKind::ShuttingDown, "the server is shutting down"),
                 );
             }
-            pieces.push(Piece::Bytes(out));
+            pieces.push(Piece::Bytes(std::mem::take(&mut out)));
             sink.send(&mut pieces).await;
             sink.close().await;
             return;
         }
-        session = run_batch(&mut batch, session, &shared, shard, &mut out, &mut pieces).await;
-        if let Some(resp) = &closing {
+        let mut bufs = Buffers {
+            run: &mut run,
+            raw: &mut raw,
+            out: &mut out,
+            pieces: &mut pieces,
+        };
+        let malformed;
+        (session, malformed) = run_batch(&mut batch, session, &shared, shard, &mut bufs).await;
+        // A one-shot that did not decode is answered by the engine thread, and nothing after it
+        // runs; a frame the connection could not read is answered here, after the batch.
+        if !malformed && let Some(resp) = &closing {
             encode_response(&mut out, 0, resp);
         }
-        pieces.push(Piece::Bytes(out));
-        if !sink.send(&mut pieces).await || closing.is_some() {
+        let sent = match &mut sink {
+            // Nothing held: the batch's responses go out in one write, from the reused buffer.
+            Sink::Direct(w) if pieces.is_empty() => w.write_all(&out).await.is_ok(),
+            _ => {
+                pieces.push(Piece::Bytes(std::mem::take(&mut out)));
+                sink.send(&mut pieces).await
+            }
+        };
+        if !sent || closing.is_some() || malformed {
             sink.close().await;
             return;
         }
     }
 }
 
-/// Runs the batch in order, appending the encoded responses to `out`, or, when some are held
-/// for durability, moving what `out` has and the held ones to `pieces` in order.
+/// A connection's buffers, reused from batch to batch.
+struct Buffers<'b> {
+    /// The run of engine requests being handed over.
+    run: &'b mut Vec<Item>,
+    /// The payloads of the batch's one-shot requests.
+    raw: &'b mut Vec<u8>,
+    /// The encoded responses.
+    out: &'b mut Vec<u8>,
+    /// The responses in order when some are held for durability.
+    pieces: &'b mut Vec<Piece>,
+}
+
+/// Reads one request payload: a one-shot `Execute` is kept as bytes in `raw` for the engine
+/// thread to read and run ([`crate::oneshot`]; if it does not decode, the engine thread answers
+/// `Malformed` and runs nothing after it); any other request is decoded.
+fn read_request(payload: &[u8], raw: &mut Vec<u8>) -> Result<Item, DecodeError> {
+    if wire::peek(payload).is_some_and(|(_, kind)| kind == wire::REQUEST_EXECUTE) {
+        let at = raw.len();
+        raw.extend_from_slice(payload);
+        return Ok(Item::Execute(at..raw.len()));
+    }
+    let (id, req) = decode_request(payload)?;
+    Ok(Item::Request(id, req))
+}
+
+/// Runs the batch in order, appending the encoded responses to `bufs.out`, or, when some are
+/// held for durability, moving what `out` has and the held ones to `bufs.pieces` in order.
+/// True with the session: a one-shot did not decode, was answered `Malformed`, and nothing after
+/// it ran (the connection is to be closed).
 async fn run_batch(
-    batch: &mut Vec<(u64, Request)>,
+    batch: &mut Vec<Item>,
     mut session: Box<Session>,
     shared: &Arc<Shared>,
     shard: usize,
-    out: &mut Vec<u8>,
-    pieces: &mut Vec<Piece>,
-) -> Box<Session> {
-    let mut requests = std::mem::take(batch).into_iter().peekable();
+    bufs: &mut Buffers<'_>,
+) -> (Box<Session>, bool) {
+    let mut requests = batch.drain(..).peekable();
     while requests.peek().is_some() {
-        let mut run = Vec::new();
-        while let Some((_, r)) = requests.peek() {
-            if is_control(r) || matches!(r, Request::Ping | Request::Stats) {
+        bufs.run.clear();
+        while let Some(item) = requests.peek() {
+            if let Item::Request(_, r) = item
+                && (is_control(r) || matches!(r, Request::Ping | Request::Stats))
+            {
                 break;
             }
-            run.push(requests.next().expect("peeked"));
+            bufs.run.extend(requests.next());
         }
-        if !run.is_empty() {
+        if !bufs.run.is_empty() {
             let (tx, rx) = tokio::sync::oneshot::channel();
             shared.engine.submit(
                 shard,
                 Job {
-                    requests: run,
+                    requests: std::mem::take(bufs.run),
+                    raw: std::mem::take(bufs.raw),
+                    out: std::mem::take(bufs.out),
                     session,
                     reply: tx,
                 },
             );
-            let (bytes, back, held) = rx.await.expect("engine threads answer every batch");
-            out.extend_from_slice(&bytes);
-            if let Some(held) = held {
-                pieces.push(Piece::Bytes(std::mem::take(out)));
-                pieces.push(Piece::Held(held));
+            let back = rx.await.expect("engine threads answer every batch");
+            (*bufs.run, *bufs.raw, *bufs.out) = (back.requests, back.raw, back.out);
+            session = back.session;
+            if let Some(held) = back.held {
+                bufs.pieces.push(Piece::Bytes(std::mem::take(bufs.out)));
+                bufs.pieces.push(Piece::Held(held));
             }
-            session = back;
+            if back.malformed {
+                // Answered `Malformed`: nothing after it runs, and the connection closes.
+                requests.for_each(drop);
+                return (session, true);
+            }
         }
-        if let Some((id, req)) = requests.next() {
+        // The run stops only before a request of these kinds (or at the end).
+        if let Some(Item::Request(id, req)) = requests.next() {
             let resp = match req {
                 Request::Ping => Response::Pong {
                     uptime_s: shared.started.elapsed().as_secs_f64(),
@@ -277,10 +337,10 @@ async fn run_batch(
                         .unwrap_or_else(|e| error(ErrorKind::BadTable, e.to_string()))
                 }
             };
-            encode_response(out, id, &resp);
+            encode_response(bufs.out, id, &resp);
         }
     }
-    session
+    (session, false)
 }
 
 /// Reads and checks the hello; answers it. False: the connection is refused (and closed).

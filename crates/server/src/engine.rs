@@ -17,13 +17,17 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex as StdMutex};
 
 use parking_lot::{Mutex, RwLock};
-use phasedb_proto::{AbortCause, ErrorKind, Request, Response, StatsReply, encode_response};
+use phasedb_proto::wire::{self, decode_execute};
+use phasedb_proto::{
+    AbortCause, ErrorKind, Request, Response, StatsReply, decode_request, encode_response,
+};
 use phasedb_txn::{Config, Database, Durability, Protocol, Recovery, Stats, TxError, Worker};
 
 use crate::catalog::Catalog;
 use crate::durable::{DataDir, Parts};
 use crate::exec::{cause, run_op, validate};
 use crate::interactive::{Log, TYPE_EXECUTE, TYPE_STATEMENT};
+use crate::oneshot;
 use crate::procedures::{self, Generators, Installed};
 use crate::schema;
 
@@ -37,11 +41,38 @@ pub struct Session {
 /// The most interactive transactions one connection may keep open.
 pub const MAX_OPEN_TXNS: usize = 1024;
 
+/// A request of a [`Job`].
+pub enum Item {
+    /// A decoded request with its id.
+    Request(u64, Request),
+    /// A one-shot `Execute` request's payload, checked by the connection, at this range of the
+    /// job's `raw` bytes: run from those bytes without decoding it into owned messages
+    /// ([`crate::oneshot`]).
+    Execute(std::ops::Range<usize>),
+}
+
 /// A batch of requests from one connection, and where to send its encoded responses.
 pub struct Job {
-    pub requests: Vec<(u64, Request)>,
+    pub requests: Vec<Item>,
+    /// The payloads the [`Item::Execute`]s point into.
+    pub raw: Vec<u8>,
+    /// Where the responses go, after what it holds.
+    pub out: Vec<u8>,
     pub session: Box<Session>,
-    pub reply: tokio::sync::oneshot::Sender<(Vec<u8>, Box<Session>, Option<Held>)>,
+    pub reply: tokio::sync::oneshot::Sender<Answer>,
+}
+
+/// An engine thread's answer to a [`Job`]: its buffers back, the responses appended to `out`
+/// (or, for a durable server's commits, `held`).
+pub struct Answer {
+    pub out: Vec<u8>,
+    pub raw: Vec<u8>,
+    pub requests: Vec<Item>,
+    pub session: Box<Session>,
+    pub held: Option<Held>,
+    /// A one-shot did not decode: it was answered `Malformed` (id 0, after the responses before
+    /// it) and nothing after it ran.
+    pub malformed: bool,
 }
 
 /// A durable server's responses to a batch, held until its newest commit is durable: the
@@ -272,13 +303,12 @@ fn watch_durable<P: Protocol>(
 fn engine_thread<P: Protocol>(index: usize, state: &RwLock<State<P>>, rx: Receiver<Msg>) {
     let mut gens = Generators::new(index);
     let mut kept = Stats::default();
-    let mut out = Vec::with_capacity(64 << 10);
     loop {
         let st = state.read();
         let mut worker = st.db.worker();
         let next = loop {
             match rx.recv() {
-                Ok(Msg::Job(job)) => run_job(&st, &mut worker, &mut gens, job, &mut out),
+                Ok(Msg::Job(job)) => run_job(&st, &mut worker, &mut gens, job),
                 Ok(Msg::Snapshot(to)) => {
                     let mut s = kept.clone();
                     s.merge(worker.stats());
@@ -317,16 +347,54 @@ fn run_job<P: Protocol>(
     worker: &mut Worker<'_, P>,
     gens: &mut Generators,
     job: Job,
-    out: &mut Vec<u8>,
 ) {
-    let mut session = job.session;
-    out.clear();
+    let Job {
+        mut requests,
+        raw,
+        mut out,
+        mut session,
+        reply,
+    } = job;
+    let out = &mut out;
     let mut results = Vec::new();
     // Durable mode: the responses wait for the batch's newest commit to be durable.
     let durable = st.data.is_some();
     let mut held = Vec::new();
     let mut newest = None;
-    for (id, req) in job.requests {
+    let mut views = Vec::new();
+    let mut malformed = false;
+    for item in requests.drain(..) {
+        let (id, req) = match item {
+            Item::Request(id, req) => (id, req),
+            Item::Execute(range) => {
+                let payload = &raw[range];
+                let decoded = if durable {
+                    decode_request(payload)
+                } else {
+                    match decode_execute(payload, &mut views) {
+                        Ok(Some(id)) => {
+                            oneshot::execute(worker, &st.catalog, id, &views, out);
+                            continue;
+                        }
+                        Ok(None) => decode_request(payload),
+                        Err(e) => Err(e),
+                    }
+                };
+                match decoded {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let resp = error(ErrorKind::Malformed, e.to_string());
+                        if durable {
+                            held.push((0, resp, false));
+                        } else {
+                            encode_response(out, 0, &resp);
+                        }
+                        malformed = true;
+                        break;
+                    }
+                }
+            }
+        };
         let ran = matches!(
             req,
             Request::Execute(_) | Request::Commit { .. } | Request::Call { .. }
@@ -430,7 +498,15 @@ fn run_job<P: Protocol>(
             None
         }
     };
-    let _ = job.reply.send((std::mem::take(out), session, held));
+    drop(views);
+    let _ = reply.send(Answer {
+        out: std::mem::take(out),
+        raw,
+        requests,
+        session,
+        held,
+        malformed,
+    });
 }
 
 /// Encodes a durable server's held responses once their epoch is durable (SiloR: a commit is
@@ -457,15 +533,26 @@ impl<P: Protocol> Engine for EngineOf<P> {
         let s = &self.senders[shard % self.senders.len()];
         if let Err(std::sync::mpsc::SendError(Msg::Job(job))) = s.send(Msg::Job(job)) {
             // The engine stopped: refuse the batch (nothing of it ran).
-            let mut out = Vec::new();
-            for (id, _) in &job.requests {
+            let mut out = job.out;
+            for item in &job.requests {
+                let id = match item {
+                    Item::Request(id, _) => *id,
+                    Item::Execute(range) => wire::peek(&job.raw[range.clone()]).map_or(0, |p| p.0),
+                };
                 encode_response(
                     &mut out,
-                    *id,
+                    id,
                     &error(ErrorKind::ShuttingDown, "the server is shutting down"),
                 );
             }
-            let _ = job.reply.send((out, job.session, None));
+            let _ = job.reply.send(Answer {
+                out,
+                raw: job.raw,
+                requests: job.requests,
+                session: job.session,
+                held: None,
+                malformed: false,
+            });
         }
     }
 

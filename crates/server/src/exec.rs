@@ -14,97 +14,155 @@ pub type Invalid = String;
 /// Checks `op` against the catalog: the table exists, the columns exist, the values have the
 /// columns' types, a scan's table is ordered, an arithmetic column is an integer.
 pub fn validate(op: &Op, catalog: &Catalog) -> Result<(), Invalid> {
-    let (table, cols): (u32, Vec<u16>) = match op {
-        Op::Get { table, columns, .. } => (*table, columns.clone()),
+    match op {
+        Op::Get { table, columns, .. } => check_columns(catalog, *table, columns.iter().copied()),
         Op::Insert { table, values, .. }
         | Op::Update { table, values, .. }
-        | Op::Put { table, values, .. } => {
-            let def = catalog.get(*table)?;
-            for (c, v) in values {
-                let col = def
-                    .columns
-                    .get(*c as usize)
-                    .ok_or_else(|| format!("table {} has no column {c}", def.name))?;
-                let fits = matches!(
-                    (col.kind, v),
-                    (ColumnKind::U64, Value::U64(_))
-                        | (ColumnKind::I64, Value::I64(_))
-                        | (ColumnKind::F64, Value::F64(_))
-                );
-                let bytes_fit = match (col.kind, v) {
-                    (ColumnKind::Fixed(n) | ColumnKind::Bounded(n), Value::Bytes(b)) => {
-                        b.len() <= n as usize
-                    }
-                    _ => false,
-                };
-                if matches!(col.kind, ColumnKind::Tuple(_) | ColumnKind::TopK { .. }) {
-                    return Err(format!(
-                        "column {} of {} holds ordered tuples: write it with oput or topk",
-                        col.name, def.name
-                    ));
-                }
-                if !fits && !bytes_fit {
-                    return Err(format!(
-                        "column {} of {} is {:?}; {v:?} does not fit it",
-                        col.name, def.name, col.kind
-                    ));
-                }
-            }
-            return Ok(());
-        }
-        Op::Delete { table, .. } => (*table, vec![]),
-        Op::Scan { table, columns, .. } => {
-            if !catalog.get(*table)?.ordered {
-                return Err(format!(
-                    "table {} has no ordered index (create it with ordered = true to scan)",
-                    catalog.get(*table)?.name
-                ));
-            }
-            (*table, columns.clone())
-        }
-        Op::Apply { table, column, .. } => {
-            let def = catalog.get(*table)?;
-            match def.columns.get(*column as usize) {
-                Some(c) if matches!(c.kind, ColumnKind::I64 | ColumnKind::U64) => return Ok(()),
-                Some(c) => return Err(format!("column {} is not an integer", c.name)),
-                None => return Err(format!("table {} has no column {column}", def.name)),
-            }
-        }
+        | Op::Put { table, values, .. } => check_values(
+            catalog,
+            *table,
+            values.iter().map(|(c, v)| (*c, ValueShape::of(v))),
+        ),
+        Op::Delete { table, .. } => check_columns(catalog, *table, std::iter::empty()),
+        Op::Scan { table, columns, .. } => check_scan(catalog, *table, columns.iter().copied()),
+        Op::Apply { table, column, .. } => check_apply(catalog, *table, *column),
         Op::Ordered {
             table,
             column,
             op,
             value,
             ..
-        } => {
-            let def = catalog.get(*table)?;
-            let col = def
-                .columns
-                .get(*column as usize)
-                .ok_or_else(|| format!("table {} has no column {column}", def.name))?;
-            let room = match (op, col.kind) {
-                (OrderedOp::OPut, ColumnKind::Tuple(n)) => n,
-                (OrderedOp::TopK, ColumnKind::TopK { n, .. }) => n,
-                (OrderedOp::OPut, _) => {
-                    return Err(format!("oput needs a Tuple column; {} is not", col.name));
-                }
-                (OrderedOp::TopK, _) => {
-                    return Err(format!("topk needs a TopK column; {} is not", col.name));
-                }
-            };
-            if value.len() > room as usize {
-                return Err(format!(
-                    "a value of {} bytes does not fit column {}'s {room}",
-                    value.len(),
-                    col.name
-                ));
+        } => check_ordered(catalog, *table, *column, *op, value.len()),
+    }
+}
+
+/// What [`check_values`] needs to know of a value: its type, and a byte string's length.
+#[derive(Clone, Copy, Debug)]
+pub enum ValueShape {
+    U64,
+    I64,
+    F64,
+    Bytes(usize),
+    Tuples,
+}
+
+impl ValueShape {
+    fn of(v: &Value) -> ValueShape {
+        match v {
+            Value::U64(_) => ValueShape::U64,
+            Value::I64(_) => ValueShape::I64,
+            Value::F64(_) => ValueShape::F64,
+            Value::Bytes(b) => ValueShape::Bytes(b.len()),
+            Value::Tuples(_) => ValueShape::Tuples,
+        }
+    }
+}
+
+/// The table exists and has every column of `cols`.
+pub fn check_columns(
+    catalog: &Catalog,
+    table: u32,
+    mut cols: impl Iterator<Item = u16>,
+) -> Result<(), Invalid> {
+    let def = catalog.get(table)?;
+    if let Some(c) = cols.find(|&c| c as usize >= def.columns.len()) {
+        return Err(format!("table {} has no column {c}", def.name));
+    }
+    Ok(())
+}
+
+/// Each `(column, value)` exists and fits its column (ordered tuples are written by their
+/// operations only).
+pub fn check_values(
+    catalog: &Catalog,
+    table: u32,
+    values: impl Iterator<Item = (u16, ValueShape)>,
+) -> Result<(), Invalid> {
+    let def = catalog.get(table)?;
+    for (c, v) in values {
+        let col = def
+            .columns
+            .get(c as usize)
+            .ok_or_else(|| format!("table {} has no column {c}", def.name))?;
+        let fits = match (col.kind, v) {
+            (ColumnKind::U64, ValueShape::U64)
+            | (ColumnKind::I64, ValueShape::I64)
+            | (ColumnKind::F64, ValueShape::F64) => true,
+            (ColumnKind::Fixed(n) | ColumnKind::Bounded(n), ValueShape::Bytes(len)) => {
+                len <= n as usize
             }
-            return Ok(());
+            _ => false,
+        };
+        if matches!(col.kind, ColumnKind::Tuple(_) | ColumnKind::TopK { .. }) {
+            return Err(format!(
+                "column {} of {} holds ordered tuples: write it with oput or topk",
+                col.name, def.name
+            ));
+        }
+        if !fits {
+            return Err(format!(
+                "column {} of {} is {:?}; a {v:?} value does not fit it",
+                col.name, def.name, col.kind
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The table is ordered and has every column of `cols`.
+pub fn check_scan(
+    catalog: &Catalog,
+    table: u32,
+    cols: impl Iterator<Item = u16>,
+) -> Result<(), Invalid> {
+    let def = catalog.get(table)?;
+    if !def.ordered {
+        return Err(format!(
+            "table {} has no ordered index (create it with ordered = true to scan)",
+            def.name
+        ));
+    }
+    check_columns(catalog, table, cols)
+}
+
+/// `column` is an integer column.
+pub fn check_apply(catalog: &Catalog, table: u32, column: u16) -> Result<(), Invalid> {
+    let def = catalog.get(table)?;
+    match def.columns.get(column as usize) {
+        Some(c) if matches!(c.kind, ColumnKind::I64 | ColumnKind::U64) => Ok(()),
+        Some(c) => Err(format!("column {} is not an integer", c.name)),
+        None => Err(format!("table {} has no column {column}", def.name)),
+    }
+}
+
+/// `column` has the kind `op` needs, with room for `len` bytes.
+pub fn check_ordered(
+    catalog: &Catalog,
+    table: u32,
+    column: u16,
+    op: OrderedOp,
+    len: usize,
+) -> Result<(), Invalid> {
+    let def = catalog.get(table)?;
+    let col = def
+        .columns
+        .get(column as usize)
+        .ok_or_else(|| format!("table {} has no column {column}", def.name))?;
+    let room = match (op, col.kind) {
+        (OrderedOp::OPut, ColumnKind::Tuple(n)) => n,
+        (OrderedOp::TopK, ColumnKind::TopK { n, .. }) => n,
+        (OrderedOp::OPut, _) => {
+            return Err(format!("oput needs a Tuple column; {} is not", col.name));
+        }
+        (OrderedOp::TopK, _) => {
+            return Err(format!("topk needs a TopK column; {} is not", col.name));
         }
     };
-    let def = catalog.get(table)?;
-    if let Some(c) = cols.iter().find(|&&c| c as usize >= def.columns.len()) {
-        return Err(format!("table {} has no column {c}", def.name));
+    if len > room as usize {
+        return Err(format!(
+            "a value of {len} bytes does not fit column {}'s {room}",
+            col.name
+        ));
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ mod durable;
 mod engine;
 mod exec;
 mod interactive;
+mod oneshot;
 mod procedures;
 mod schema;
 mod tpcc_terminal;

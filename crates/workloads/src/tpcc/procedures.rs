@@ -136,6 +136,18 @@ impl TpccProcedures {
         &self.cfg
     }
 
+    /// TPC-C's consistency conditions on the held warehouses when Delivery may have run beside
+    /// this mix (as `phasedb serve`'s `tpcc.delivery`): condition 11 counts the deliveries made
+    /// since the load (C_DELIVERY_CNT), which is the condition as written until the first one.
+    pub fn check_with_delivery<P: Protocol>(
+        &self,
+        db: &Database<P>,
+        held: &[PartitionId],
+    ) -> Result<(), String> {
+        let held = |w: u32| held.contains(&Self::partition(w));
+        check::check(db, &self.tables, self.cfg.warehouses, true, held)
+    }
+
     /// The ids of the tables (valid after `create_tables`).
     pub fn tables(&self) -> &Tables {
         &self.tables
