@@ -367,7 +367,9 @@ impl Logger {
         }
         // Rounds that wrote no marker did not fsync: their records must be on disk before a marker
         // in the new segment's file claims them.
-        let old = self.dir.join(file_name(self.generation, self.segment, self.index));
+        let old = self
+            .dir
+            .join(file_name(self.generation, self.segment, self.index));
         self.file
             .sync()
             .map_err(|e| DurabilityError::io("fsync", &old, e))?;
