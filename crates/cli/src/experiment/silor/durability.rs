@@ -233,19 +233,26 @@ fn cost_claim(runs: &[CostRun], load: Load) -> Claim {
             .filter_map(|r| r.log_bytes_per_txn)
             .collect(),
     );
-    let m = median(wall.clone());
+    // Both must hold: wall-clock throughput counts the loggers' CPU, but on a loaded machine it
+    // swings with what other processes take; per worker CPU-second does not swing, but leaves the
+    // loggers out.
+    let m = median(wall.clone())
+        .zip(median(cpu.clone()))
+        .map(|(w, c)| w.min(c));
     Claim {
         statement: format!(
             "{}: logging with group commit keeps at least 0.90x of the throughput without logging \
-             ({THREADS} threads)",
+             ({THREADS} threads; committed per second and per worker CPU-second)",
             load.name()
         ),
         paper: "about 10% lower throughput with logging (SiloR, 32 cores)".into(),
         measured: format!(
             "committed txn/s with logging over without: median {} (rounds {}); per worker \
-             CPU-second {}; {} log bytes per transaction",
-            times(m),
+             CPU-second: median {} (rounds {}); the verdict takes the smaller median; {} log \
+             bytes per transaction",
+            times(median(wall.clone())),
             shown(&wall),
+            times(median(cpu.clone())),
             shown(&cpu),
             bytes.map_or("n/a".into(), |b| format!("{b:.0}"))
         ),
