@@ -409,3 +409,48 @@ fn point_processes_run_the_build_that_started_even_when_its_file_is_gone() {
     assert_eq!(rows.len(), 3, "{csv}");
     assert!(rows.iter().all(|r| r.ends_with(",ok")), "{csv}\n{err}");
 }
+
+/// `durability --quick` (SiloR, issue 34): every workload with and without logging, a recovery,
+/// five verdicts computed from them; the recovery row counts the records it replayed.
+#[test]
+fn durability_quick_measures_logging_cost_and_recovery() {
+    let dir = TempDir::new("durability");
+    let out_dir = dir.0.to_str().expect("utf-8 temp path");
+    let (code, out, err) = phasedb(&["experiment", "durability", "--quick", "--out", out_dir]);
+    assert_eq!(code, 0, "stderr: {err}");
+    let verdicts: Vec<&str> = out.lines().filter(|l| l.starts_with("Verdict: ")).collect();
+    assert_eq!(verdicts.len(), 5, "{out}");
+    assert!(
+        verdicts[4].contains("not checked (--quick recovers 20000 rows"),
+        "{out}"
+    );
+    let mut csv = csv::Reader::from_path(dir.0.join("durability.csv")).expect("CSV written");
+    let header = csv.headers().expect("header").clone();
+    let col = |name: &str| header.iter().position(|h| h == name).expect(name);
+    let rows: Vec<csv::StringRecord> = csv.records().map(|r| r.expect("row")).collect();
+    for setting in ["ycsb off", "ycsb group", "tpcc no-p off", "tpcc no-p group"] {
+        let row = (rows.iter())
+            .find(|r| &r[col("setting")] == setting)
+            .unwrap_or_else(|| panic!("{setting} ran"));
+        assert_eq!(&row[col("status")], "ok", "{setting}");
+        assert!(row[col("committed")].parse::<u64>().expect("count") > 0);
+        let logged = !row[col("log_bytes_per_txn")].is_empty();
+        assert_eq!(logged, setting.ends_with("group"), "{setting}");
+        if !logged {
+            assert!(row[col("durable_p99_epochs")].is_empty(), "{setting}");
+        }
+    }
+    let recovery = (rows.iter())
+        .find(|r| &r[col("setting")] == "ycsb recovery")
+        .expect("a recovery row");
+    assert_eq!(&recovery[col("checkpoint_rows")], "20000");
+    assert!(
+        recovery[col("log_records")]
+            .parse::<u64>()
+            .expect("records")
+            > 0
+    );
+    assert!(!dir.0.join("data").exists() && !dir.0.join("data-recovery").exists());
+    let md = std::fs::read_to_string(dir.0.join("durability.md")).expect("report written");
+    assert!(md.contains("records/s per core"), "{md}");
+}

@@ -15,6 +15,7 @@ mod ramp;
 mod registry;
 mod report;
 mod settings;
+mod silor;
 mod star;
 mod sweep;
 

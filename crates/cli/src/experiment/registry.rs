@@ -22,8 +22,10 @@ const GRANULARITY: &str = "OCC timestamp granularity";
 const PDUR: &str = "P-DUR (parallel deferred update replication)";
 const RAMP: &str = "RAMP (read atomic multi-partition)";
 const STAR: &str = "STAR (asymmetric replication)";
+const SILOR: &str = "SiloR (fast durability and recovery)";
 
-/// All 23 experiments, in the order of `EXPERIMENTS.md`, and `granularity-shift` (issue 39).
+/// All 23 experiments, in the order of `EXPERIMENTS.md`, then `granularity-shift` (issue 39), `star-failover`
+/// and `durability` (issue 34, SiloR).
 pub const ALL: &[Experiment] = &[
     Experiment {
         name: "incr1",
@@ -174,6 +176,12 @@ pub const ALL: &[Experiment] = &[
         paper: STAR,
         setup: "YCSB on 3 nodes; throughput per 100 ms through a partial replica's and a coordinator's SIGKILL",
         run: Some(super::star::failover::run),
+    },
+    Experiment {
+        name: "durability",
+        paper: SILOR,
+        setup: "YCSB and TPC-C NewOrder+Payment at 2 threads with and without group-commit logging; durable p99; log replay rate; 10M-row YCSB recovery (issue 34)",
+        run: Some(super::silor::durability::run),
     },
 ];
 

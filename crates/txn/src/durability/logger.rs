@@ -3,8 +3,10 @@
 //! Each logger owns a file and the log buffers of every `loggers`-th activity slot. A round reads
 //! the global epoch `E` and the oldest epoch any running transaction started in, takes the smaller
 //! as `safe` (every transaction whose records are not yet in a buffer commits in `safe` or later),
-//! swaps its workers' buffers out, writes them as one checksummed block each followed by a marker
-//! block `durable = safe - 1`, and fsyncs (under [`FsyncPolicy::Group`]). The database's durable
+//! swaps its workers' buffers out and writes them as one checksummed block each; if `safe - 1`
+//! passed its last marker, it follows them with a marker block `durable = safe - 1` and fsyncs
+//! (under [`FsyncPolicy::Group`]), so a logger fsyncs about once per epoch. Between rounds it
+//! sleeps until the epoch moves or a quarter epoch passed. The database's durable
 //! epoch is the smallest marker over all loggers: a transaction is durable once its epoch is at
 //! or below it, on every logger at once. A failed write or fsync stops the logger for good and
 //! makes every later commit fail ([`crate::TxError::NotDurable`]) rather than acknowledge
@@ -242,7 +244,16 @@ impl LogFile {
         Ok(LogFile::new(file, fsync, limit))
     }
 
-    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    /// Fsyncs what was appended, under [`FsyncPolicy::Group`].
+    fn sync(&mut self) -> std::io::Result<()> {
+        if self.fsync == FsyncPolicy::Group {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Appends `bytes`; with `sync`, then fsyncs under [`FsyncPolicy::Group`].
+    fn append(&mut self, bytes: &[u8], sync: bool) -> std::io::Result<()> {
         if self
             .limit
             .is_some_and(|l| self.written + bytes.len() as u64 > l)
@@ -251,8 +262,8 @@ impl LogFile {
         }
         self.file.write_all(bytes)?;
         self.written += bytes.len() as u64;
-        if self.fsync == FsyncPolicy::Group {
-            self.file.sync_data()?;
+        if sync {
+            self.sync()?;
         }
         Ok(())
     }
@@ -262,6 +273,9 @@ impl LogFile {
 const fn libc_enospc() -> i32 {
     28
 }
+
+/// Longest a round waits for transactions of the previous epoch to end.
+const OLDEST_WAIT: Duration = Duration::from_micros(500);
 
 /// One logger thread's state.
 struct Logger {
@@ -276,20 +290,26 @@ struct Logger {
     generation: u64,
     segment: u64,
     last_marker: u64,
+    /// Whether the current file holds a marker yet (a new generation's files start without one).
+    marked: bool,
     /// Per slot this logger serves, the buffer swapped in at the next round: each slot alternates
     /// between two buffers of its own, so their capacities settle and a worker stops growing
     /// (and faulting in) its buffer once it has seen its busiest round.
     spares: Vec<Vec<u8>>,
     out: Vec<u8>,
+    /// The longest a logger waits between rounds while the epoch stays the same.
+    pace: Duration,
 }
 
 impl Logger {
-    /// One group commit: collects the buffers, writes them and a durable marker, fsyncs, publishes.
-    /// Returns whether it wrote anything.
+    /// One group commit: collects the buffers and writes them; if the durable epoch can advance,
+    /// also a marker, then fsyncs and publishes (SiloR §4.2: one fsync per logger per epoch, not
+    /// per round — records written in rounds between are made durable by the next marker's
+    /// fsync). Returns whether it wrote anything.
     fn round(&mut self) -> std::io::Result<bool> {
         let now = self.epoch.current();
         fence(Ordering::SeqCst);
-        let safe = now.min(self.activity.oldest());
+        let safe = now.min(self.oldest_after(now));
         // Read before the buffers are taken: what a released hold waited for is in them.
         let durable = self.shared.held(safe.saturating_sub(1), self.last_marker);
         self.out.clear();
@@ -304,16 +324,38 @@ impl Logger {
                 block::push(&mut self.out, Kind::Records, spare);
             }
         }
-        if self.out.is_empty() && durable <= self.last_marker {
-            return Ok(false);
+        let advance = durable > self.last_marker || !self.marked;
+        if !advance {
+            if self.out.is_empty() {
+                return Ok(false);
+            }
+            self.file.append(&self.out, false)?;
+            self.shared.written[self.index].fetch_add(self.out.len() as u64, Ordering::Relaxed);
+            return Ok(true);
         }
         let durable = durable.max(self.last_marker);
         block::push(&mut self.out, Kind::Durable, &durable.to_le_bytes());
-        self.file.append(&self.out)?;
+        self.file.append(&self.out, true)?;
         self.shared.written[self.index].fetch_add(self.out.len() as u64, Ordering::Relaxed);
         self.last_marker = durable;
+        self.marked = true;
         self.shared.publish(self.index, durable);
         Ok(true)
+    }
+
+    /// The oldest epoch a running transaction started in, after waiting briefly for those that
+    /// started before `now` to end: workers run transactions back to back, so right after the
+    /// epoch moved one is almost always still in the previous one, and without the wait the
+    /// marker for that epoch would wait for the next round.
+    fn oldest_after(&self, now: u64) -> u64 {
+        let until = std::time::Instant::now() + OLDEST_WAIT;
+        loop {
+            let oldest = self.activity.oldest();
+            if oldest >= now || std::time::Instant::now() >= until {
+                return oldest;
+            }
+            std::hint::spin_loop();
+        }
     }
 
     /// Moves to the requested segment if asked: a new file that starts with the last marker (so
@@ -323,6 +365,14 @@ impl Logger {
         if to <= self.segment {
             return Ok(());
         }
+        // Rounds that wrote no marker did not fsync: their records must be on disk before a marker
+        // in the new segment's file claims them.
+        let old = self
+            .dir
+            .join(file_name(self.generation, self.segment, self.index));
+        self.file
+            .sync()
+            .map_err(|e| DurabilityError::io("fsync", &old, e))?;
         let mut file = LogFile::create(
             &self.dir,
             self.generation,
@@ -334,7 +384,7 @@ impl Logger {
         let mut marker = Vec::new();
         block::push(&mut marker, Kind::Durable, &self.last_marker.to_le_bytes());
         let path = self.dir.join(file_name(self.generation, to, self.index));
-        file.append(&marker)
+        file.append(&marker, true)
             .map_err(|e| DurabilityError::io("write", &path, e))?;
         if self.file.fsync == FsyncPolicy::Group {
             sync_dir(&self.dir)?;
@@ -345,11 +395,28 @@ impl Logger {
         Ok(())
     }
 
+    /// Whether a round is due: the epoch moved since the last one (a marker may advance), the
+    /// pace passed (the buffers do not grow without bound), or a stop or a new segment is asked.
+    /// Between, the logger sleeps instead of taking a core from the workers: SiloR's loggers
+    /// write when the epoch advances or a buffer fills, not continuously.
+    fn due(&self, last: (u64, std::time::Instant)) -> bool {
+        self.epoch.current() != last.0
+            || last.1.elapsed() >= self.pace
+            || self.shared.stop.load(Ordering::Acquire)
+            || self.shared.rotate_to.load(Ordering::Acquire) > self.segment
+    }
+
     fn run(mut self) {
+        let mut last = (0, std::time::Instant::now());
         loop {
             if self.shared.halt.load(Ordering::Acquire) {
                 return;
             }
+            if !self.due(last) {
+                std::thread::park_timeout(Duration::from_millis(1));
+                continue;
+            }
+            last = (self.epoch.current(), std::time::Instant::now());
             let stopping = self.shared.stop.load(Ordering::Acquire);
             let round = self.round().map_err(|e| e.to_string()).and_then(|wrote| {
                 self.rotate().map_err(|e| e.to_string())?;
@@ -364,8 +431,7 @@ impl Logger {
                     return;
                 }
                 Ok(_) if stopping => return,
-                Ok(true) => {}
-                Ok(false) => std::thread::park_timeout(Duration::from_millis(1)),
+                Ok(_) => {}
             }
         }
     }
@@ -380,11 +446,11 @@ pub(crate) struct Loggers {
 
 impl Loggers {
     /// Starts one logger per file of `files` (segment 0 of `generation` in `dir`), whose markers
-    /// begin at `durable`.
+    /// begin at `durable`; a logger's rounds are at most `pace` apart while the epoch stays.
     pub(crate) fn start(
         shared: Arc<Logging>,
         activity: Arc<Activity>,
-        epoch: EpochReader,
+        (epoch, pace): (EpochReader, Duration),
         files: Vec<LogFile>,
         (dir, generation): (&Path, u64),
         durable: u64,
@@ -405,8 +471,10 @@ impl Loggers {
                     generation,
                     segment: 0,
                     last_marker: durable,
+                    marked: false,
                     spares: Vec::new(),
                     out: Vec::new(),
+                    pace,
                 };
                 std::thread::Builder::new()
                     .name(format!("phasedb-logger-{index}"))

@@ -120,6 +120,9 @@ pub struct Recovery {
     pub seconds: f64,
     /// Of them, seconds replaying logs.
     pub replay_seconds: f64,
+    /// The most threads replay ran on at once (one per log file, or per core, whichever is fewer;
+    /// the pass over partial images uses every core): what a rate per core divides by.
+    pub replay_threads: usize,
     /// Per table (by name), the records linked after recovery (rows, and tombstones of deletes
     /// replayed that workers have not unlinked yet).
     pub table_records: Vec<(String, u64)>,

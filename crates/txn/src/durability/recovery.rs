@@ -125,6 +125,8 @@ pub(crate) fn durable_epochs(logs: &[LogScan]) -> BTreeMap<u64, u64> {
 pub(crate) struct Replayed {
     pub applied: u64,
     pub dropped: u64,
+    /// The most threads a pass ran on.
+    pub threads: usize,
 }
 
 /// Replays `logs` over the checkpoint `base` loaded into `db`: a record of generation `g` is
@@ -175,12 +177,18 @@ pub(crate) fn replay<P: Protocol>(
         db.adopt_limbo(&mut tombstones);
         Ok((done, partial))
     })?;
-    let mut total = Replayed::default();
+    let mut total = Replayed {
+        threads: threads_for(logs.len()),
+        ..Replayed::default()
+    };
     let mut partial = Vec::new();
     for (done, p) in whole_pass {
         total.applied += done.applied;
         total.dropped += done.dropped;
         partial.extend(p);
+    }
+    if !partial.is_empty() {
+        total.threads = total.threads.max(threads_for(partial.len()));
     }
     replay_partial(db, partial)?;
     Ok(total)
@@ -242,16 +250,21 @@ fn replay_partial<P: Protocol>(
     Ok(())
 }
 
+/// The threads [`parallel`] runs `items` items on: one per core, at most one per item.
+fn threads_for(items: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items)
+        .max(1)
+}
+
 /// Runs `f` on every item on up to one thread per core; the results in item order, or the first
 /// error.
 fn parallel<'a, T: Sync, R: Send>(
     items: &'a [T],
     f: impl Fn(&'a T) -> Result<R, DurabilityError> + Sync,
 ) -> Result<Vec<R>, DurabilityError> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items.len())
-        .max(1);
+    let threads = threads_for(items.len());
     let next = AtomicUsize::new(0);
     let mut results: Vec<Option<Result<R, DurabilityError>>> =
         (0..items.len()).map(|_| None).collect();

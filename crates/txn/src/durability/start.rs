@@ -66,7 +66,7 @@ pub(crate) fn start<P: Protocol>(db: &mut Database<P>) -> Result<Recovery, Durab
     let loggers = Loggers::start(
         logging.clone(),
         db.activity.clone(),
-        db.epoch.reader(),
+        (db.epoch.reader(), logger_pace(db.config.epoch_interval)),
         files,
         (dir, generation),
         durable,
@@ -94,6 +94,12 @@ pub(crate) fn start<P: Protocol>(db: &mut Database<P>) -> Result<Recovery, Durab
         .collect();
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// How long a logger may wait between rounds within one epoch (a quarter epoch): bounds what the
+/// workers' buffers hold between rounds; markers come with the rounds at each epoch change.
+fn logger_pace(epoch: std::time::Duration) -> std::time::Duration {
+    (epoch / 4).max(std::time::Duration::from_millis(1))
 }
 
 /// Recovers the database in `dir` into `db` (replacing rows loaded before), writes a checkpoint
@@ -142,6 +148,7 @@ fn recover<P: Protocol>(
     report.replay_seconds = replay_started.elapsed().as_secs_f64();
     report.log_records = replayed.applied;
     report.dropped_records = replayed.dropped;
+    report.replay_threads = replayed.threads;
     let newest = durable
         .values()
         .copied()
