@@ -69,7 +69,9 @@ fn a_request_delivered_by_only_one_of_its_groups_is_finished() {
         step(&mut sim, 400 * MS);
         let req = cross_request(1);
         // Proposed to partition 0's group only, as by a replica that died before the other.
-        sim.with_node(0, |_, send| send(0, ServeMsg::Propose(vec![0], req.encode())));
+        sim.with_node(0, |_, send| {
+            send(0, ServeMsg::Propose(vec![0], req.encode()))
+        });
         step(&mut sim, 500 * MS);
         assert_eq!(
             sim.node(0).partial(),

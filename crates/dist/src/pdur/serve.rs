@@ -434,7 +434,13 @@ impl ReplicaNode {
     }
 
     /// Notes that `group` delivered cross-partition request `id`, which names `groups`.
-    fn note_partial(&mut self, id: TxnId, group: GroupId, groups: &[GroupId], payload: &bytes::Bytes) {
+    fn note_partial(
+        &mut self,
+        id: TxnId,
+        group: GroupId,
+        groups: &[GroupId],
+        payload: &bytes::Bytes,
+    ) {
         use std::collections::hash_map::Entry;
         match self.partial.entry(id) {
             Entry::Occupied(mut e) => {
@@ -536,8 +542,7 @@ impl ReplicaNode {
                         continue;
                     }
                     self.counters.delivered += 1;
-                    if let Some((id, groups)) =
-                        payload_header(&payload, self.replica.partitions())
+                    if let Some((id, groups)) = payload_header(&payload, self.replica.partitions())
                     {
                         if let Some(p) = self.pending.get_mut(&id) {
                             p.missing.retain(|g| *g != group);
