@@ -2,7 +2,8 @@
 //! restarted on the same cluster file with `--rejoin`: no write a client was told committed
 //! (through the killed replica's client endpoint) is lost, the replicas' per-partition digests
 //! agree once the load is over, the rejoined replica among them (it caught up by the groups'
-//! snapshots and logs), and the committed history is serializable. Two replicas run in this
+//! snapshots and logs), a client of the rejoined replica's endpoint is served once it caught up,
+//! and the committed history is serializable. Two replicas run in this
 //! process (their history recorded); the killed one is a `phasedb node` child.
 
 use std::io::{BufReader, BufWriter, Write};
@@ -23,6 +24,8 @@ use phasedb_net::{ClusterConfig, PdurTable};
 const VICTIM: u32 = 2;
 /// Keys the test's client writes, above the workload's items so nothing else overwrites them.
 const FIRST_KEY: u64 = 1 << 20;
+/// Keys the client of the rejoined replica writes.
+const REJOINED_KEY: u64 = 1 << 21;
 
 fn free_addr() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0")
@@ -43,11 +46,13 @@ fn start_victim(file: &Path, stats: &Path, rejoin: bool) -> Child {
     cmd.spawn().expect("phasedb node starts")
 }
 
-/// Commits one blind write after another through the endpoint at `addr` (key `FIRST_KEY + i`,
-/// value `i`) until the connection fails or `until`; returns the writes it was told committed and
-/// counts them in `progress` as they come.
+/// Commits one blind write after another through the endpoint at `addr` (key `first + i`,
+/// value `i`) until the connection fails, no answer comes within `patience`, or `until`; returns
+/// the writes it was told committed and counts them in `progress` as they come.
 fn write_until_failure(
     addr: SocketAddr,
+    first: u64,
+    patience: Duration,
     until: Instant,
     progress: &AtomicUsize,
 ) -> Vec<(u64, Vec<u8>)> {
@@ -61,16 +66,14 @@ fn write_until_failure(
             }
         }
     };
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+    stream.set_read_timeout(Some(patience)).unwrap();
     let mut r = BufReader::new(stream.try_clone().unwrap());
     let mut w = BufWriter::new(stream);
     let (mut buf, mut scratch) = (Vec::new(), Vec::new());
     let mut acked = Vec::new();
     let mut i = 0u64;
     while Instant::now() < until {
-        let write = (FIRST_KEY + i, i.to_le_bytes().to_vec());
+        let write = (first + i, i.to_le_bytes().to_vec());
         let sent = wire::write(
             &mut w,
             &Request::Commit {
@@ -112,8 +115,10 @@ fn stats_of(path: &Path) -> std::collections::HashMap<String, u64> {
 }
 
 #[test]
-#[ignore = "known bug, to fix next: in about 1 run of 6 the surviving replicas never finish their \
-            load after the victim rejoins (\"0 survivors done\"); run with --ignored"]
+#[ignore = "known bug, to fix next: the survivors' hang is fixed (partial broadcasts are finished), \
+            but in about 1 run of 7 the rejoined replica never drains after its measured window \
+            (\"rejoined replica done: false\"; it restored more snapshots than partitions, so a \
+            later snapshot likely covers a local client's transaction); run with --ignored"]
 fn a_sigkilled_replica_loses_no_acknowledged_commit_and_rejoins_by_state_transfer() {
     let dir = std::env::temp_dir().join(format!("phasedb-pdur-kill-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -165,6 +170,8 @@ fn a_sigkilled_replica_loses_no_acknowledged_commit_and_rejoins_by_state_transfe
         std::thread::spawn(move || {
             write_until_failure(
                 victim_endpoint,
+                FIRST_KEY,
+                Duration::from_secs(5),
                 Instant::now() + Duration::from_secs(20),
                 &progress,
             )
@@ -186,20 +193,41 @@ fn a_sigkilled_replica_loses_no_acknowledged_commit_and_rejoins_by_state_transfe
         acked.len()
     );
     std::thread::sleep(Duration::from_millis(500));
-    let mut victim = start_victim(&file, &stats, true);
     let marker = {
         let mut s = stats.as_os_str().to_owned();
         s.push(".done");
         std::path::PathBuf::from(s)
     };
+    // A victim slow to be killed may have finished its first life's load: only the rejoined
+    // life's marker counts.
+    let _ = std::fs::remove_file(&marker);
+    let mut victim = start_victim(&file, &stats, true);
+    // A client of the rejoined replica: its endpoint serves once the replica caught up, and
+    // answers every transaction.
+    let rejoined_client = std::thread::spawn(move || {
+        write_until_failure(
+            victim_endpoint,
+            REJOINED_KEY,
+            Duration::from_secs(30),
+            Instant::now() + Duration::from_secs(2),
+            &AtomicUsize::new(0),
+        )
+    });
     let deadline = Instant::now() + Duration::from_secs(40);
     while done.load(Ordering::SeqCst) < 2 || !marker.exists() {
         if Instant::now() > deadline {
+            // SIGTERM makes the rejoined replica write its counters: what it got stuck on.
+            let _ = Command::new("kill")
+                .args(["-TERM", &victim.id().to_string()])
+                .status();
+            std::thread::sleep(Duration::from_secs(3));
             let _ = victim.kill();
             panic!(
-                "the load did not finish: {} survivors done, rejoined replica done: {}",
+                "the load did not finish: {} survivors done, rejoined replica done: {}; its \
+                 counters: {:?}",
                 done.load(Ordering::SeqCst),
-                marker.exists()
+                marker.exists(),
+                std::fs::read_to_string(&stats).unwrap_or_default()
             );
         }
         if let Some(status) = victim.try_wait().unwrap() {
@@ -207,6 +235,13 @@ fn a_sigkilled_replica_loses_no_acknowledged_commit_and_rejoins_by_state_transfe
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    let rejoined_acked = rejoined_client
+        .join()
+        .expect("the rejoined replica's client");
+    assert!(
+        !rejoined_acked.is_empty(),
+        "the rejoined replica's endpoint committed nothing"
+    );
     // Followers learn the last commits with the next heartbeat.
     std::thread::sleep(Duration::from_millis(300));
     let term = Command::new("kill")
@@ -247,7 +282,7 @@ fn a_sigkilled_replica_loses_no_acknowledged_commit_and_rejoins_by_state_transfe
         "the rejoined replica differs from the survivors"
     );
     for r in &mut reports {
-        for (key, value) in &acked {
+        for (key, value) in acked.iter().chain(&rejoined_acked) {
             let p = (key % 2) as usize;
             let got = r.stopped[p].partition.read(*key, None).expect("readable");
             assert_eq!(
@@ -259,14 +294,19 @@ fn a_sigkilled_replica_loses_no_acknowledged_commit_and_rejoins_by_state_transfe
         }
     }
     eprintln!(
-        "{} writes acknowledged before the kill; rejoined replica: {} partitions restored, {} \
-         committed; survivors committed {:?}",
+        "{} writes acknowledged before the kill, {} by the rejoined replica; rejoined replica: {} partitions restored, {} \
+         committed; survivors committed {:?}, finished {:?} partial broadcasts",
         acked.len(),
+        rejoined_acked.len(),
         rejoined["restores"],
         rejoined["committed"],
         reports
             .iter()
             .map(|r| r.load.committed())
+            .collect::<Vec<_>>(),
+        reports
+            .iter()
+            .map(|r| r.counters.rebroadcasts)
             .collect::<Vec<_>>()
     );
     if let Err(a) = check_serializable(&record_history(&reports[0].stopped).history(|_| true)) {

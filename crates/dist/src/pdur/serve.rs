@@ -11,7 +11,10 @@
 //! [`Stage`]: wait for every group's leader, warm up, measure, drain.
 //!
 //! Clients over TCP reach the replica through its client endpoint ([`Endpoint`], at the table's
-//! `client_addrs[id]`); `local_clients = false` turns the replica's own load off.
+//! `client_addrs[id]`); `local_clients = false` turns the replica's own load off. The endpoint's
+//! port is bound at start, its sessions served once the node has caught up
+//! ([`ReplicaNode::on_ready`]): a rejoining node's restores then come before any of its
+//! sessions' transactions, which no snapshot can cover.
 //!
 //! State transfer: whenever a group's snapshot is due, the node asks every worker for its
 //! partition's image at the position of its group it has been handed ([`ThreadedReplica::request_image`])
@@ -26,6 +29,14 @@
 //! names has delivered it, and proposes it again to the groups that have not after
 //! [`REPROPOSE_NS`]. A partition that delivered it before ignores the copy (duplicate detection
 //! by the client's sequence number), so proposing again is always safe.
+//!
+//! A cross-partition request whose client's replica crashed after proposing it to only some of
+//! its groups (or while leading a group that had not replicated it) is delivered by those groups
+//! only, and their partitions would wait for the other partitions' votes forever (termination
+//! assumes every partition it names delivers it). Every node notes such requests as their groups
+//! deliver them; one still partial after [`PARTIAL_NS`] is proposed to each missing group by that
+//! group's leader. A partition that has moved past the request's client votes abort for it, so the
+//! outcome is the same on every replica.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -71,6 +82,46 @@ fn payload_txn(payload: &[u8]) -> Option<TxnId> {
         _ => None,
     }
 }
+
+/// The transaction of a payload and the partitions its snapshot vector names, read from its
+/// first bytes without decoding the rest (`None` if they are not a request's, or name more than
+/// `partitions` partitions).
+fn payload_header(payload: &[u8], partitions: usize) -> Option<(TxnId, Groups)> {
+    let (&PAYLOAD_TAG, body) = payload.split_first()? else {
+        return None;
+    };
+    let (id, rest) = postcard::take_from_bytes::<TxnId>(body).ok()?;
+    let (n, mut rest) = postcard::take_from_bytes::<u64>(rest).ok()?;
+    if n > partitions as u64 {
+        return None;
+    }
+    let mut groups = Groups::new();
+    for _ in 0..n {
+        let ((p, _), r) = postcard::take_from_bytes::<(PartitionId, u64)>(rest).ok()?;
+        groups.push(p as GroupId);
+        rest = r;
+    }
+    Some((id, groups))
+}
+
+/// Groups of one transaction.
+type Groups = smallvec::SmallVec<[GroupId; 4]>;
+
+/// A cross-partition request delivered by some of the groups it names and not yet by the
+/// others: if its client's replica crashed between its proposals (or while leading a group that
+/// had not replicated it), the partitions that delivered it would wait for the others' votes
+/// forever. The node proposes it to the missing groups after [`PARTIAL_NS`]
+/// ([`ReplicaNode::finish_partial`]).
+struct Partial {
+    payload: bytes::Bytes,
+    missing: Groups,
+    at: u64,
+}
+
+/// How long a cross-partition request may stay delivered by only some of its groups before a
+/// survivor proposes it to the others: twice [`REPROPOSE_NS`], so the client's own replica, if
+/// alive, proposes it again first.
+pub const PARTIAL_NS: u64 = 2 * REPROPOSE_NS;
 
 /// What replicas exchange, and what the workers hand their node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,6 +251,9 @@ pub struct NodeCounters {
     pub snapshots: u64,
     /// Proposals proposed again after [`REPROPOSE_NS`] undelivered.
     pub reproposed: u64,
+    /// Other replicas' cross-partition requests proposed to the groups that had not delivered
+    /// them after [`PARTIAL_NS`] ([`ReplicaNode::finish_partial`]).
+    pub rebroadcasts: u64,
 }
 
 /// A partition's image from its worker: the partition, the payloads it reflects, the bytes.
@@ -228,6 +282,10 @@ pub struct ReplicaNode {
     images_due: usize,
     /// Groups whose deliveries are no longer applied (a refused image).
     stopped: Vec<bool>,
+    /// Cross-partition requests delivered by some of their groups only.
+    partial: rustc_hash::FxHashMap<TxnId, Partial>,
+    /// Called once the node has caught up ([`ReplicaNode::on_ready`]).
+    on_ready: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl ReplicaNode {
@@ -268,6 +326,8 @@ impl ReplicaNode {
             images: std::sync::mpsc::channel(),
             images_due: 0,
             stopped: vec![false; partitions],
+            partial: Default::default(),
+            on_ready: None,
         })
     }
 
@@ -335,6 +395,16 @@ impl ReplicaNode {
         }
     }
 
+    /// Runs `f` once the node has caught up: it is a voting member of every group (a rejoining
+    /// node is one only once it has applied its groups' snapshots and logs up to its own
+    /// admission) and every group has a leader. What serves outside clients starts there, so no
+    /// transaction of theirs is proposed before the restores, which would cover it: its outcome
+    /// would never be delivered here.
+    pub fn on_ready(mut self, f: Box<dyn FnOnce() + Send>) -> ReplicaNode {
+        self.on_ready = Some(f);
+        self
+    }
+
     /// Publishes which groups this node leads into `probe` on every tick.
     pub fn with_probe(mut self, probe: std::sync::Arc<Probe>) -> ReplicaNode {
         self.probe = Some(probe);
@@ -361,6 +431,70 @@ impl ReplicaNode {
         for (g, payload) in again {
             self.propose(g, payload);
         }
+    }
+
+    /// Notes that `group` delivered cross-partition request `id`, which names `groups`.
+    fn note_partial(
+        &mut self,
+        id: TxnId,
+        group: GroupId,
+        groups: &[GroupId],
+        payload: &bytes::Bytes,
+    ) {
+        use std::collections::hash_map::Entry;
+        match self.partial.entry(id) {
+            Entry::Occupied(mut e) => {
+                e.get_mut().missing.retain(|g| *g != group);
+                if e.get().missing.is_empty() {
+                    e.remove();
+                }
+            }
+            Entry::Vacant(e) => {
+                let missing: Groups = groups.iter().copied().filter(|&g| g != group).collect();
+                if !missing.is_empty() {
+                    e.insert(Partial {
+                        payload: payload.clone(),
+                        missing,
+                        at: self.now,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Proposes a cross-partition request delivered by only some of its groups for
+    /// [`PARTIAL_NS`] to each missing group this node leads (a leader of each proposes it, so
+    /// one copy is normally delivered; a partition that delivered it before ignores a copy).
+    /// The node's own requests are left to [`ReplicaNode::repropose`].
+    fn finish_partial(&mut self) {
+        let now = self.now;
+        let mut again: Vec<(GroupId, Vec<u8>)> = Vec::new();
+        for (id, p) in self.partial.iter_mut() {
+            if now.saturating_sub(p.at) < PARTIAL_NS || self.pending.contains_key(id) {
+                continue;
+            }
+            p.at = now;
+            for &g in &p.missing {
+                if self.bcast.leader(g) == Some(self.me) {
+                    self.counters.rebroadcasts += 1;
+                    again.push((g, p.payload.to_vec()));
+                }
+            }
+        }
+        for (g, payload) in again {
+            self.propose(g, payload);
+        }
+    }
+
+    /// Cross-partition requests delivered by some of the groups they name and not (yet) by the
+    /// others.
+    pub fn partial(&self) -> usize {
+        self.partial.len()
+    }
+
+    /// Local clients inside a transaction plus transactions waiting for votes, over the workers.
+    pub fn busy(&self) -> u64 {
+        self.replica.busy()
     }
 
     /// Where the run is.
@@ -408,13 +542,16 @@ impl ReplicaNode {
                         continue;
                     }
                     self.counters.delivered += 1;
-                    if !self.pending.is_empty()
-                        && let Some(id) = payload_txn(&payload)
-                        && let Some(p) = self.pending.get_mut(&id)
+                    if let Some((id, groups)) = payload_header(&payload, self.replica.partitions())
                     {
-                        p.missing.retain(|g| *g != group);
-                        if p.missing.is_empty() {
-                            self.pending.remove(&id);
+                        if let Some(p) = self.pending.get_mut(&id) {
+                            p.missing.retain(|g| *g != group);
+                            if p.missing.is_empty() {
+                                self.pending.remove(&id);
+                            }
+                        }
+                        if groups.len() > 1 {
+                            self.note_partial(id, group, &groups, &payload);
                         }
                     }
                     self.replica.deliver(group as PartitionId, payload.to_vec());
@@ -435,6 +572,9 @@ impl ReplicaNode {
                         && self.bcast.group(g).is_some_and(|m| !m.is_joining())
                 };
                 if (0..groups).all(ready) {
+                    if let Some(f) = self.on_ready.take() {
+                        f();
+                    }
                     self.replica.set_load(true);
                     Stage::Warmup(now + self.warmup_ns)
                 } else {
@@ -505,6 +645,7 @@ impl Node for ReplicaNode {
         self.now = now;
         self.bcast.tick(now);
         self.repropose();
+        self.finish_partial();
         if let Some(probe) = &self.probe {
             let groups = self.replica.partitions().min(64) as GroupId;
             let leads = (0..groups)
@@ -577,6 +718,7 @@ impl ServeReport {
         line("restores", c.restores);
         line("snapshots", c.snapshots);
         line("reproposed", c.reproposed);
+        line("rebroadcasts", c.rebroadcasts);
         out
     }
 
@@ -692,15 +834,22 @@ pub async fn serve(
         incarnation,
     } = opts;
     let mut replica = start_replica(table, id, tx, record, first_seq(incarnation))?;
-    let endpoint = match table.client_addrs.get(id as usize) {
+    // The client endpoint's port is taken now (clients may connect and wait), its sessions served
+    // once the node has caught up.
+    let endpoint: std::sync::Arc<std::sync::Mutex<Option<Result<Endpoint, String>>>> =
+        Default::default();
+    let start_endpoint: Option<Box<dyn FnOnce() + Send>> = match table.client_addrs.get(id as usize)
+    {
         Some(&addr) => {
             let l = std::net::TcpListener::bind(addr)
                 .map_err(|e| format!("cannot serve clients on {addr}: {e}"))?;
-            let decisions = replica.take_decisions();
-            Some(
-                Endpoint::start(l, replica.handle(), decisions)
-                    .map_err(|e| format!("cannot serve clients on {addr}: {e}"))?,
-            )
+            let (handle, decisions) = (replica.handle(), replica.take_decisions());
+            let slot = endpoint.clone();
+            Some(Box::new(move || {
+                let started = Endpoint::start(l, handle, decisions)
+                    .map_err(|e| format!("cannot serve clients on {addr}: {e}"));
+                *slot.lock().expect("not poisoned") = Some(started);
+            }))
         }
         None => None,
     };
@@ -720,6 +869,9 @@ pub async fn serve(
     if let Some(probe) = probe {
         node = node.with_probe(probe);
     }
+    if let Some(f) = start_endpoint {
+        node = node.on_ready(f);
+    }
     let peers: Vec<(Addr, SocketAddr)> = cfg.nodes.iter().map(|n| (n.id, n.addr)).collect();
     let mut opts = TcpOptions::new(id, peers);
     match listener {
@@ -731,9 +883,15 @@ pub async fn serve(
     opts.delay = Duration::from_micros(cfg.net.delay_us);
     opts.inject = Some(rx);
     let served = phasedb_net::tcp::run(&mut node, opts, shutdown).await;
-    if let Some(e) = endpoint {
-        e.stop();
-    }
+    let endpoint = match endpoint.lock().expect("not poisoned").take() {
+        Some(Ok(e)) => {
+            e.stop();
+            Ok(())
+        }
+        Some(Err(e)) => Err(e),
+        None => Ok(()),
+    };
     served.map_err(|e| format!("cannot serve on {me}: {e}"))?;
+    endpoint?;
     Ok(node.finish(Duration::from_secs(2)))
 }

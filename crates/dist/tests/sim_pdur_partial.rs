@@ -1,0 +1,106 @@
+//! The threaded replica node of `phasedb node` ([`ReplicaNode`]) under the simulator's network
+//! and clock (its partitions' workers are real threads): a cross-partition request that reached
+//! only some of the groups it names — its client's replica died between its proposals, or while
+//! leading a group that had not replicated it yet, which is how `pdur_kill`'s survivors hung —
+//! is proposed to the missing groups and decided, so the partitions that delivered it do not
+//! wait for votes forever. A failing run prints its seed (replay with `PHASEDB_SIM_SEED=<seed>`).
+
+use std::time::{Duration, Instant};
+
+use phasedb_dist::pdur::serve::{
+    PARTIAL_NS, ReplicaNode, ServeMsg, broadcast_config, start_replica,
+};
+use phasedb_dist::pdur::{CertRequest, TxnId, partition_of};
+use phasedb_net::PdurTable;
+use phasedb_net::sim::{SimConfig, Simulator};
+
+const MS: u64 = 1_000_000;
+
+fn seeds(n: u64) -> Vec<u64> {
+    match std::env::var("PHASEDB_SIM_SEED") {
+        Ok(s) => vec![s.parse().expect("PHASEDB_SIM_SEED is a number")],
+        Err(_) => (1..=n).collect(),
+    }
+}
+
+/// A write-only request of a client of another replica (origin 7) over partitions 0 and 1.
+fn cross_request(seq: u64) -> CertRequest {
+    let key_of = |p: u16| (10_000u64..).find(|&k| partition_of(k, 2) == p).unwrap();
+    CertRequest {
+        id: TxnId { origin: 7, seq },
+        snapshots: vec![(0, 1), (1, 1)],
+        reads: vec![],
+        writes: vec![(key_of(0), vec![1; 4]), (key_of(1), vec![2; 4])],
+    }
+}
+
+#[test]
+fn a_request_delivered_by_only_one_of_its_groups_is_finished() {
+    for seed in seeds(2) {
+        let table = PdurTable {
+            items: 256,
+            local_clients: false,
+            tick_us: 1_000,
+            ..PdurTable::new(2)
+        };
+        let (tx, _proposals) = tokio::sync::mpsc::unbounded_channel();
+        let mut replica = start_replica(&table, 0, tx, false, 0).expect("a replica");
+        let decisions = replica.take_decisions();
+        let node = ReplicaNode::new(
+            0,
+            &[0],
+            broadcast_config(&table),
+            replica,
+            Duration::ZERO,
+            Duration::from_secs(60),
+            None,
+        )
+        .expect("a node");
+        let mut sim = Simulator::new(SimConfig::new(seed));
+        sim.add(0, node);
+        let step = |sim: &mut Simulator<ReplicaNode>, until: u64| {
+            while sim.now() < until {
+                let next = sim.now() + MS;
+                sim.run_until(next);
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        };
+        // The group's leader is elected.
+        step(&mut sim, 400 * MS);
+        let req = cross_request(1);
+        // Proposed to partition 0's group only, as by a replica that died before the other.
+        sim.with_node(0, |_, send| {
+            send(0, ServeMsg::Propose(vec![0], req.encode()))
+        });
+        step(&mut sim, 500 * MS);
+        assert_eq!(
+            sim.node(0).partial(),
+            1,
+            "seed {seed}: the request is not noted as partial"
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let decided = loop {
+            if let Ok(d) = decisions.try_recv() {
+                break d;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "seed {seed}: the request was never decided ({} busy; replay: PHASEDB_SIM_SEED={seed})",
+                sim.node(0).busy()
+            );
+            let next = sim.now() + 10 * MS;
+            step(&mut sim, next);
+        };
+        assert_eq!(decided.txn, req.id);
+        assert!(
+            decided.outcome.is_ok(),
+            "seed {seed}: a conflict-free request aborted: {decided:?}"
+        );
+        assert!(
+            sim.now() >= PARTIAL_NS,
+            "seed {seed}: finished before the node's grace period"
+        );
+        assert_eq!(sim.node(0).partial(), 0, "seed {seed}");
+        assert_eq!(sim.node(0).counters().rebroadcasts, 1, "seed {seed}");
+    }
+}
