@@ -417,13 +417,15 @@ pub fn run(
     let mut samples = vec![(Duration::ZERO, nodes.committed())];
     let mut last = (load_start, nodes.committed());
     // One sample: every node's counters, waiting at most an interval for them so a dead node
-    // does not stall the run (its silence shows after the answer timeout).
+    // does not stall the run (its silence shows after the answer timeout); the window's two ends
+    // wait for fresh counters.
     let mut sample = |stage: Stage,
+                      fresh: bool,
                       watch: &mut dyn FnMut(&Progress) -> Result<(), String>,
                       nodes: &mut Sampler,
                       silences: &mut Faults| {
         let now = load_start.elapsed();
-        nodes.read(settings.interval, silences, now);
+        nodes.read(settings.interval, fresh, silences, now);
         if !nodes.live.iter().any(|&l| l) {
             return Err("every node stopped answering".to_string());
         }
@@ -447,18 +449,31 @@ pub fn run(
             next.min(load_start + settings.warmup)
                 .saturating_duration_since(Instant::now()),
         );
-        sample(Stage::Warmup, &mut watch, &mut nodes, &mut silences)?;
+        sample(Stage::Warmup, false, &mut watch, &mut nodes, &mut silences)?;
     }
-    let (first_at, _) = sample(Stage::Measuring, &mut watch, &mut nodes, &mut silences)?;
+    let (first_at, _) = sample(
+        Stage::Measuring,
+        true,
+        &mut watch,
+        &mut nodes,
+        &mut silences,
+    )?;
     nodes.open_window();
     let mut intervals = Vec::new();
     let mut next = first_at;
     let last_at = loop {
         next += settings.interval;
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
-        let (at, rate) = sample(Stage::Measuring, &mut watch, &mut nodes, &mut silences)?;
+        let last = next.duration_since(first_at) >= settings.duration;
+        let (at, rate) = sample(
+            Stage::Measuring,
+            last,
+            &mut watch,
+            &mut nodes,
+            &mut silences,
+        )?;
         intervals.push(rate);
-        if at.duration_since(first_at) >= settings.duration {
+        if last {
             break at;
         }
     };

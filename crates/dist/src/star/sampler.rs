@@ -69,15 +69,21 @@ impl<'c> Sampler<'c> {
     }
 
     /// Asks every node without a pending query for its counters, and takes the answers that come
-    /// within `wait`. `now` is the run's clock, for `faults`.
-    pub fn read(&mut self, wait: Duration, faults: &mut Faults, now: Duration) {
+    /// within `wait`. `fresh` (a window's ends) asks every live node anew and waits up to the
+    /// answer timeout, so the counters are as of now. `now` is the run's clock, for `faults`.
+    pub fn read(&mut self, wait: Duration, fresh: bool, faults: &mut Faults, now: Duration) {
         let sent_now = Instant::now();
+        let wait = if fresh { self.timeout } else { wait };
         for (n, slot) in self.pending.iter_mut().enumerate() {
             // A silent node's query is sent again after each timeout: a restarted process
             // answers only queries sent after it came up.
-            let stale = slot
-                .as_ref()
-                .is_some_and(|(_, sent)| !self.live[n] && sent.elapsed() >= self.timeout);
+            let stale = slot.as_ref().is_some_and(|(_, sent)| {
+                if self.live[n] {
+                    fresh
+                } else {
+                    sent.elapsed() >= self.timeout
+                }
+            });
             if slot.is_none() || stale {
                 *slot = match self.client.send_query(n as Addr, Query::Stats) {
                     Ok(t) => Some((t, sent_now)),
