@@ -261,12 +261,7 @@ pub fn run_op<P: Protocol>(tx: &mut Tx<'_, '_, P>, op: &Op) -> TxResult<OpResult
             arg,
             commute,
         } => {
-            let split = match op {
-                Arith::Add => SplitOp::Add(*arg),
-                Arith::Max => SplitOp::Max(*arg),
-                Arith::Min => SplitOp::Min(*arg),
-                Arith::Mult => SplitOp::Mult(*arg),
-            };
+            let split = split_op(*op, *arg);
             let c = *column as usize;
             OpResult::Done(if *commute {
                 tx.commute(*table, *key, c, split)?
@@ -307,5 +302,15 @@ pub fn cause(e: &TxError) -> AbortCause {
         TxError::DuplicateKey { .. } => AbortCause::DuplicateKey,
         TxError::Invalid(_) | TxError::Panicked(_) => AbortCause::Invalid,
         TxError::NotDurable(_) => AbortCause::NotDurable,
+    }
+}
+
+/// The engine's splittable operation for a wire `op` with argument `arg`.
+pub(crate) fn split_op(op: Arith, arg: i64) -> SplitOp<'static> {
+    match op {
+        Arith::Add => SplitOp::Add(arg),
+        Arith::Max => SplitOp::Max(arg),
+        Arith::Min => SplitOp::Min(arg),
+        Arith::Mult => SplitOp::Mult(arg),
     }
 }

@@ -8,7 +8,7 @@ use phasedb_proto::wire::{
     self, Columns, OpView, ValueView, Values, WriteKind, begin_frame, end_frame, put_bytes,
     put_i64, put_varint,
 };
-use phasedb_proto::{AbortCause, Arith, OrderedOp, Response, encode_response};
+use phasedb_proto::{AbortCause, OrderedOp, Response, encode_response};
 use phasedb_storage::{ColumnType, RowView, Schema};
 use phasedb_txn::{Protocol, SplitOp, Tx, TxResult, Worker, columns};
 
@@ -245,12 +245,7 @@ fn run<P: Protocol>(tx: &mut Tx<'_, '_, P>, op: &OpView<'_>, out: &mut Vec<u8>) 
             arg,
             commute,
         } => {
-            let split = match op {
-                Arith::Add => SplitOp::Add(arg),
-                Arith::Max => SplitOp::Max(arg),
-                Arith::Min => SplitOp::Min(arg),
-                Arith::Mult => SplitOp::Mult(arg),
-            };
+            let split = exec::split_op(op, arg);
             let c = column as usize;
             let found = if commute {
                 tx.commute(table, key, c, split)?
@@ -280,7 +275,9 @@ fn run<P: Protocol>(tx: &mut Tx<'_, '_, P>, op: &OpView<'_>, out: &mut Vec<u8>) 
 
 #[cfg(test)]
 mod tests {
-    use phasedb_proto::{ColumnDef, ColumnKind, Op, Request, TableDef, Value, encode_request};
+    use phasedb_proto::{
+        Arith, ColumnDef, ColumnKind, Op, Request, TableDef, Value, encode_request,
+    };
     use phasedb_txn::{Config, Database, Occ};
 
     use super::*;
