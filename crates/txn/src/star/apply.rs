@@ -30,10 +30,13 @@ pub struct Applied {
     pub blocked: usize,
 }
 
-/// Backoff rounds a record waits on a locked group before [`Applied::blocked`] gives it back to
-/// the caller. A lock taken by a committing writer is released within a few of them; one that
-/// stays is held by a transaction waiting on something only the caller can deliver.
-pub const HELD_LOCK_SPINS: u32 = 4_096;
+/// Spins a record waits on a locked group before [`Applied::blocked`] gives it back to the
+/// caller, without ever yielding the core. A committing writer's install releases its lock within
+/// them; a lock that stays is held by a transaction waiting on something only the caller can
+/// deliver (its own prepared transaction), or by a writer the scheduler took off its core. Waiting
+/// longer helps neither: on a loaded machine a wait of thousands of yields per record stalled a
+/// node for seconds while its own prepared transactions kept the locks.
+pub const HELD_LOCK_SPINS: u32 = 64;
 
 impl<P: Protocol<Meta = TidWord>> Database<P> {
     /// Decodes a batch of replication records (the blocks [`crate::Worker::write_replication`]
