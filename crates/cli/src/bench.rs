@@ -95,6 +95,16 @@ pub enum FsyncArg {
     None,
 }
 
+impl FsyncArg {
+    /// The engine's policy for this flag value.
+    pub fn policy(self) -> phasedb_txn::FsyncPolicy {
+        match self {
+            FsyncArg::Group => phasedb_txn::FsyncPolicy::Group,
+            FsyncArg::None => phasedb_txn::FsyncPolicy::None,
+        }
+    }
+}
+
 /// The protocols the engine runs.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProtocolName {
@@ -667,10 +677,7 @@ fn durability(c: &Common) -> Result<Option<phasedb_txn::Durability>, String> {
         }
         d.checkpoint_interval = Some(std::time::Duration::from_secs_f64(secs));
     }
-    d.fsync = match c.fsync.unwrap_or(FsyncArg::Group) {
-        FsyncArg::Group => phasedb_txn::FsyncPolicy::Group,
-        FsyncArg::None => phasedb_txn::FsyncPolicy::None,
-    };
+    d.fsync = c.fsync.unwrap_or(FsyncArg::Group).policy();
     Ok(Some(d))
 }
 

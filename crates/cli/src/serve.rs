@@ -40,8 +40,8 @@ pub struct ServeArgs {
     data_dir: Option<std::path::PathBuf>,
     /// With --data-dir: fsync after every group commit (group) or never (none: durable means
     /// handed to the operating system, which survives a process crash but not a machine crash).
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(["group", "none"]))]
-    fsync: Option<String>,
+    #[arg(long, value_enum)]
+    fsync: Option<crate::bench::FsyncArg>,
     /// With --data-dir: logger threads (a log file each).
     #[arg(long)]
     loggers: Option<usize>,
@@ -60,8 +60,8 @@ fn durability(args: &ServeArgs) -> Result<Option<phasedb_txn::Durability>, Strin
     if !(1..=64).contains(&d.loggers) {
         return Err("--loggers must be between 1 and 64".into());
     }
-    if args.fsync.as_deref() == Some("none") {
-        d.fsync = phasedb_txn::FsyncPolicy::None;
+    if let Some(f) = args.fsync {
+        d.fsync = f.policy();
     }
     Ok(Some(d))
 }

@@ -25,7 +25,7 @@ use phasedb_txn::{Config, Database, Durability, Protocol, Recovery, Stats, TxErr
 
 use crate::catalog::Catalog;
 use crate::durable::{DataDir, Parts};
-use crate::exec::{cause, run_op, validate};
+use crate::exec::cause;
 use crate::interactive::{Log, TYPE_EXECUTE, TYPE_STATEMENT};
 use crate::oneshot;
 use crate::procedures::{self, Generators, Installed};
@@ -82,8 +82,10 @@ pub struct Answer {
 pub struct Held {
     /// The epoch of the batch's newest commit.
     pub epoch: u64,
-    /// Each request's id, response, and whether it reports a commit that wrote.
-    pub responses: Vec<(u64, Response, bool)>,
+    /// The batch's encoded responses, in order.
+    pub bytes: Vec<u8>,
+    /// The id and byte range (in `bytes`) of each response that reports a commit that wrote.
+    pub wrote: Vec<(u64, std::ops::Range<usize>)>,
 }
 
 enum Msg {
@@ -356,148 +358,52 @@ fn run_job<P: Protocol>(
         reply,
     } = job;
     let out = &mut out;
-    let mut results = Vec::new();
-    // Durable mode: the responses wait for the batch's newest commit to be durable.
-    let durable = st.data.is_some();
-    let mut held = Vec::new();
+    // Durable mode: the batch's responses are held until its newest commit is durable.
+    let start = out.len();
+    let mut wrote = Vec::new();
     let mut newest = None;
     let mut views = Vec::new();
     let mut malformed = false;
     for item in requests.drain(..) {
-        let (id, req) = match item {
-            Item::Request(id, req) => (id, req),
-            Item::Execute(range) => {
-                let payload = &raw[range];
-                let decoded = if durable {
-                    decode_request(payload)
-                } else {
-                    match decode_execute(payload, &mut views) {
-                        Ok(Some(id)) => {
-                            oneshot::execute(worker, &st.catalog, id, &views, out);
-                            continue;
-                        }
-                        Ok(None) => decode_request(payload),
-                        Err(e) => Err(e),
-                    }
-                };
-                match decoded {
-                    Ok(r) => r,
+        let at = out.len();
+        let (id, committed) = match item {
+            Item::Execute(range) => match decode_execute(&raw[range.clone()], &mut views) {
+                Ok(Some(id)) => (id, oneshot::execute(worker, &st.catalog, id, &views, out)),
+                Ok(None) => match decode_request(&raw[range]) {
+                    Ok((id, req)) => (
+                        id,
+                        run_request(st, worker, gens, &mut session, id, req, out),
+                    ),
                     Err(e) => {
-                        let resp = error(ErrorKind::Malformed, e.to_string());
-                        if durable {
-                            held.push((0, resp, false));
-                        } else {
-                            encode_response(out, 0, &resp);
-                        }
+                        encode_response(out, 0, &error(ErrorKind::Malformed, e.to_string()));
                         malformed = true;
                         break;
                     }
-                }
-            }
-        };
-        let ran = matches!(
-            req,
-            Request::Execute(_) | Request::Commit { .. } | Request::Call { .. }
-        );
-        let resp = match req {
-            Request::Execute(ops) => {
-                match ops.iter().try_for_each(|op| validate(op, &st.catalog)) {
-                    Err(m) => aborted(AbortCause::Invalid, m),
-                    Ok(()) => {
-                        let outcome = worker.execute(TYPE_EXECUTE, |tx| {
-                            results.clear();
-                            for op in &ops {
-                                results.push(run_op(tx, op)?);
-                            }
-                            Ok(())
-                        });
-                        match outcome {
-                            Ok(()) => Response::Results(std::mem::take(&mut results)),
-                            Err(e) => aborted(cause(&e), e.to_string()),
-                        }
-                    }
-                }
-            }
-            Request::Begin => {
-                if session.txns.len() >= MAX_OPEN_TXNS {
-                    error(
-                        ErrorKind::NoSuchTransaction,
-                        format!("at most {MAX_OPEN_TXNS} open transactions per connection"),
-                    )
-                } else {
-                    session.next_txn += 1;
-                    let txn = session.next_txn;
-                    session.txns.insert(txn, Log::default());
-                    Response::Begun { txn }
-                }
-            }
-            Request::Statement { txn, op } => match session.txns.get_mut(&txn) {
-                None => error(
-                    ErrorKind::NoSuchTransaction,
-                    format!("no transaction {txn}"),
-                ),
-                Some(log) => match log.statement(worker, &st.catalog, op) {
-                    Ok(r) => Response::Result(r),
-                    Err(a) => {
-                        session.txns.remove(&txn);
-                        aborted(a.cause, a.message)
-                    }
                 },
-            },
-            Request::Commit { txn } => match session.txns.remove(&txn) {
-                None => error(
-                    ErrorKind::NoSuchTransaction,
-                    format!("no transaction {txn}"),
-                ),
-                Some(log) => match log.commit(worker, &st.catalog) {
-                    Ok(()) => Response::Committed,
-                    Err(a) => aborted(a.cause, a.message),
-                },
-            },
-            Request::Rollback { txn } => match session.txns.remove(&txn) {
-                None => error(
-                    ErrorKind::NoSuchTransaction,
-                    format!("no transaction {txn}"),
-                ),
-                Some(_) => Response::Done,
-            },
-            Request::Call { name, args } => {
-                match procedures::call(&name, &args, &st.installed, gens, worker) {
-                    Err(m) => error(ErrorKind::BadCall, m),
-                    Ok(Ok(values)) => Response::Values(values),
-                    Ok(Err(e)) => aborted(cause(&e), e.to_string()),
+                Err(e) => {
+                    encode_response(out, 0, &error(ErrorKind::Malformed, e.to_string()));
+                    malformed = true;
+                    break;
                 }
-            }
-            other => error(
-                ErrorKind::Malformed,
-                format!("{other:?} is not an engine request"),
+            },
+            Item::Request(id, req) => (
+                id,
+                run_request(st, worker, gens, &mut session, id, req, out),
             ),
         };
-        if !durable {
-            encode_response(out, id, &resp);
-            continue;
+        if st.data.is_some()
+            && committed
+            && let Some(epoch) = worker.commit_epoch()
+        {
+            newest = newest.max(Some(epoch));
+            wrote.push((id, at - start..out.len() - start));
         }
-        let ok = matches!(
-            resp,
-            Response::Results(_) | Response::Committed | Response::Values(_)
-        );
-        let epoch = (ran && ok).then(|| worker.commit_epoch()).flatten();
-        newest = newest.max(epoch);
-        held.push((id, resp, epoch.is_some()));
     }
-    let held = match newest {
-        Some(epoch) => Some(Held {
-            epoch,
-            responses: held,
-        }),
-        None => {
-            // Nothing written: nothing to wait for.
-            for (id, resp, _) in held {
-                encode_response(out, id, &resp);
-            }
-            None
-        }
-    };
+    let held = newest.map(|epoch| Held {
+        epoch,
+        bytes: out.split_off(start),
+        wrote,
+    });
     drop(views);
     let _ = reply.send(Answer {
         out: std::mem::take(out),
@@ -509,23 +415,99 @@ fn run_job<P: Protocol>(
     });
 }
 
+/// Runs a decoded engine request and appends its response to `out`; true if it committed a
+/// transaction (a commit, a stored procedure).
+fn run_request<P: Protocol>(
+    st: &State<P>,
+    worker: &mut Worker<'_, P>,
+    gens: &mut Generators,
+    session: &mut Session,
+    id: u64,
+    req: Request,
+    out: &mut Vec<u8>,
+) -> bool {
+    let resp = match req {
+        Request::Begin => {
+            if session.txns.len() >= MAX_OPEN_TXNS {
+                error(
+                    ErrorKind::NoSuchTransaction,
+                    format!("at most {MAX_OPEN_TXNS} open transactions per connection"),
+                )
+            } else {
+                session.next_txn += 1;
+                let txn = session.next_txn;
+                session.txns.insert(txn, Log::default());
+                Response::Begun { txn }
+            }
+        }
+        Request::Statement { txn, op } => match session.txns.get_mut(&txn) {
+            None => error(
+                ErrorKind::NoSuchTransaction,
+                format!("no transaction {txn}"),
+            ),
+            Some(log) => match log.statement(worker, &st.catalog, op) {
+                Ok(r) => Response::Result(r),
+                Err(a) => {
+                    session.txns.remove(&txn);
+                    aborted(a.cause, a.message)
+                }
+            },
+        },
+        Request::Commit { txn } => match session.txns.remove(&txn) {
+            None => error(
+                ErrorKind::NoSuchTransaction,
+                format!("no transaction {txn}"),
+            ),
+            Some(log) => match log.commit(worker, &st.catalog) {
+                Ok(()) => Response::Committed,
+                Err(a) => aborted(a.cause, a.message),
+            },
+        },
+        Request::Rollback { txn } => match session.txns.remove(&txn) {
+            None => error(
+                ErrorKind::NoSuchTransaction,
+                format!("no transaction {txn}"),
+            ),
+            Some(_) => Response::Done,
+        },
+        Request::Call { name, args } => {
+            match procedures::call(&name, &args, &st.installed, gens, worker) {
+                Err(m) => error(ErrorKind::BadCall, m),
+                Ok(Ok(values)) => Response::Values(values),
+                Ok(Err(e)) => aborted(cause(&e), e.to_string()),
+            }
+        }
+        other => error(
+            ErrorKind::Malformed,
+            format!("{other:?} is not an engine request"),
+        ),
+    };
+    encode_response(out, id, &resp);
+    matches!(resp, Response::Committed | Response::Values(_))
+}
+
 /// Encodes a durable server's held responses once their epoch is durable (SiloR: a commit is
 /// acknowledged only when durable), or, if logging failed (`failure`), answers every commit of
 /// the batch `Aborted { NotDurable }`: it may not survive a crash.
 pub fn release(held: Held, failure: Option<String>, out: &mut Vec<u8>) {
-    for (id, resp, wrote) in held.responses {
-        match &failure {
-            Some(e) if wrote => encode_response(
-                out,
-                id,
-                &aborted(
-                    AbortCause::NotDurable,
-                    format!("committed in memory but not made durable: {e}"),
-                ),
+    let Some(e) = failure else {
+        out.extend_from_slice(&held.bytes);
+        return;
+    };
+    let mut copied = 0;
+    for (id, range) in held.wrote {
+        out.extend_from_slice(&held.bytes[copied..range.start]);
+        encode_response(
+            out,
+            id,
+            &aborted(
+                AbortCause::NotDurable,
+                format!("committed in memory but not made durable: {e}"),
             ),
-            _ => encode_response(out, id, &resp),
-        }
+        );
+        copied = range.end;
     }
+    out.extend_from_slice(&held.bytes[copied..]);
 }
 
 impl<P: Protocol> Engine for EngineOf<P> {
@@ -687,5 +669,60 @@ impl<P: Protocol> EngineOf<P> {
                 Ok::<_, TxError>(())
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use phasedb_proto::{FrameReader, decode_response};
+
+    use super::*;
+
+    fn responses(bytes: &[u8]) -> Vec<(u64, Response)> {
+        let mut r = FrameReader::new(1 << 20);
+        r.extend(bytes);
+        let mut out = Vec::new();
+        while let Ok(Some(p)) = r.next_frame() {
+            out.push(decode_response(p).unwrap());
+        }
+        out
+    }
+
+    /// A batch of a read, a write and a failed call: released as encoded once durable; when
+    /// logging failed, only the write's answer becomes `NotDurable`, with its id, in its place.
+    #[test]
+    fn release_turns_only_the_held_writes_into_not_durable() {
+        let mut bytes = Vec::new();
+        encode_response(&mut bytes, 1, &Response::Done);
+        let at = bytes.len();
+        encode_response(&mut bytes, 2, &Response::Committed);
+        let wrote = vec![(2, at..bytes.len())];
+        encode_response(
+            &mut bytes,
+            3,
+            &error(ErrorKind::BadCall, "no such procedure"),
+        );
+        let held = || Held {
+            epoch: 5,
+            bytes: bytes.clone(),
+            wrote: wrote.clone(),
+        };
+
+        let mut out = vec![9];
+        release(held(), None, &mut out);
+        assert_eq!((out[0], &out[1..]), (9, &bytes[..]));
+
+        let mut out = Vec::new();
+        release(held(), Some("disk full".into()), &mut out);
+        let got = responses(&out);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0], (1, Response::Done));
+        assert!(
+            matches!(&got[1], (2, Response::Aborted { cause: AbortCause::NotDurable, message })
+                if message.contains("disk full")),
+            "{:?}",
+            got[1]
+        );
+        assert_eq!(got[2], responses(&bytes)[2]);
     }
 }

@@ -18,17 +18,18 @@ use crate::interactive::TYPE_EXECUTE;
 
 /// Runs one-shot `ops` with request id `id` and appends its response frame to `out`: the
 /// results, or `Aborted` (nothing applied) if an operation is invalid or the engine gave up.
+/// True if it committed.
 pub fn execute<P: Protocol>(
     worker: &mut Worker<'_, P>,
     catalog: &Catalog,
     id: u64,
     ops: &[OpView<'_>],
     out: &mut Vec<u8>,
-) {
+) -> bool {
     let start = out.len();
     if let Err(m) = ops.iter().try_for_each(|op| validate(op, catalog)) {
         encode_response(out, id, &aborted(AbortCause::Invalid, m));
-        return;
+        return false;
     }
     let frame = begin_frame(out);
     put_varint(out, id);
@@ -43,10 +44,14 @@ pub fn execute<P: Protocol>(
         Ok(())
     });
     match outcome {
-        Ok(()) => end_frame(out, frame),
+        Ok(()) => {
+            end_frame(out, frame);
+            true
+        }
         Err(e) => {
             out.truncate(start);
             encode_response(out, id, &aborted(cause(&e), e.to_string()));
+            false
         }
     }
 }
