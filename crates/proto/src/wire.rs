@@ -466,6 +466,32 @@ pub fn decode_execute<'a>(
     read_execute(payload, |op| ops.push(op))
 }
 
+/// The row an operation names by key (table, key): a scan names none.
+pub fn row_of(op: &OpView<'_>) -> Option<(u32, u64)> {
+    match *op {
+        OpView::Get { table, key, .. }
+        | OpView::Write { table, key, .. }
+        | OpView::Delete { table, key, .. }
+        | OpView::Apply { table, key, .. }
+        | OpView::Ordered { table, key, .. } => Some((table, key)),
+        OpView::Scan { .. } => None,
+    }
+}
+
+/// [`decode_execute`] appending to `ops` (a batch's one-shots share one vector); on an error
+/// `ops` is left as it was.
+pub fn append_execute<'a>(
+    payload: &'a [u8],
+    ops: &mut Vec<OpView<'a>>,
+) -> Result<Option<u64>, DecodeError> {
+    let from = ops.len();
+    let read = read_execute(payload, |op| ops.push(op));
+    if !matches!(read, Ok(Some(_))) {
+        ops.truncate(from);
+    }
+    read
+}
+
 fn read_execute<'a>(
     payload: &'a [u8],
     mut each: impl FnMut(OpView<'a>),

@@ -118,10 +118,34 @@ fn normalised(ops: Vec<Op>) -> Vec<Op> {
         .collect()
 }
 
+/// The row an owned operation names by key: a scan names none.
+fn row_of_op(op: &Op) -> Option<(u32, u64)> {
+    match op {
+        Op::Get { table, key, .. }
+        | Op::Insert { table, key, .. }
+        | Op::Update { table, key, .. }
+        | Op::Put { table, key, .. }
+        | Op::Delete { table, key }
+        | Op::Apply { table, key, .. }
+        | Op::Ordered { table, key, .. } => Some((*table, *key)),
+        Op::Scan { .. } => None,
+    }
+}
+
 /// The view reader and postcard agree on `payload`.
 fn agree(payload: &[u8]) -> Result<(), TestCaseError> {
     let mut views = Vec::new();
     let fast = wire::decode_execute(payload, &mut views);
+    // Appended after other views (a batch's), the same operations come out; refused, nothing does.
+    let mut batch = views.clone();
+    let had = batch.len();
+    let appended = wire::append_execute(payload, &mut batch);
+    prop_assert_eq!(&appended, &fast);
+    if matches!(fast, Ok(Some(_))) {
+        prop_assert_eq!(format!("{:?}", &batch[had..]), format!("{views:?}"));
+    } else {
+        prop_assert_eq!(batch.len(), had);
+    }
     match decode_request(payload) {
         Ok((id, Request::Execute(ops))) => {
             prop_assert_eq!(fast, Ok(Some(id)));
@@ -132,6 +156,9 @@ fn agree(payload: &[u8]) -> Result<(), TestCaseError> {
                 id,
                 &Request::Execute(views.iter().map(owned).collect()),
             );
+            let named: Vec<_> = views.iter().map(wire::row_of).collect();
+            let keyed: Vec<_> = ops.iter().map(row_of_op).collect();
+            prop_assert_eq!(named, keyed);
             encode_request(&mut want, id, &Request::Execute(normalised(ops)));
             prop_assert_eq!(got, want);
         }

@@ -17,11 +17,14 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex as StdMutex};
 
 use parking_lot::{Mutex, RwLock};
-use phasedb_proto::wire::{self, decode_execute};
+use phasedb_proto::wire::{self, append_execute};
 use phasedb_proto::{
     AbortCause, ErrorKind, Request, Response, StatsReply, decode_request, encode_response,
 };
-use phasedb_txn::{Config, Database, Durability, Protocol, Recovery, Stats, TxError, Worker};
+use phasedb_txn::{
+    Config, Database, Durability, Footprint, Protocol, RECORDS_AHEAD, Recovery, SLOTS_AHEAD, Stats,
+    TxError, Worker,
+};
 
 use crate::catalog::Catalog;
 use crate::durable::{DataDir, Parts};
@@ -304,13 +307,14 @@ fn watch_durable<P: Protocol>(
 
 fn engine_thread<P: Protocol>(index: usize, state: &RwLock<State<P>>, rx: Receiver<Msg>) {
     let mut gens = Generators::new(index);
+    let mut scratch = Scratch::default();
     let mut kept = Stats::default();
     loop {
         let st = state.read();
         let mut worker = st.db.worker();
         let next = loop {
             match rx.recv() {
-                Ok(Msg::Job(job)) => run_job(&st, &mut worker, &mut gens, job),
+                Ok(Msg::Job(job)) => run_job(&st, &mut worker, &mut gens, &mut scratch, job),
                 Ok(Msg::Snapshot(to)) => {
                     let mut s = kept.clone();
                     s.merge(worker.stats());
@@ -344,10 +348,25 @@ fn error(kind: ErrorKind, message: impl Into<String>) -> Response {
     }
 }
 
+/// How the engine thread runs one item of a job, found in the job's first pass.
+enum Step {
+    /// A one-shot, its operations at this range of the job's views.
+    OneShot(u64, std::ops::Range<usize>),
+    /// A request to run decoded (a one-shot payload that is another request is decoded here).
+    Decoded,
+    /// A one-shot that did not decode: answered `Malformed`, and nothing after it runs.
+    Malformed(String),
+}
+
+/// Runs a job's items in order. A first pass reads every one-shot's operations and notes the rows
+/// they name, so each transaction starts by prefetching the rows of those queued
+/// [`RECORDS_AHEAD`] and [`SLOTS_AHEAD`] behind it ([`Worker::prefetch_ahead`]): a pipelining
+/// client's batch runs with its rows arriving in the cache ahead of it.
 fn run_job<P: Protocol>(
     st: &State<P>,
     worker: &mut Worker<'_, P>,
     gens: &mut Generators,
+    scratch: &mut Scratch,
     job: Job,
 ) {
     let Job {
@@ -358,38 +377,72 @@ fn run_job<P: Protocol>(
         reply,
     } = job;
     let out = &mut out;
+    let mut views = Vec::new();
+    let Scratch { steps, ahead } = scratch;
+    steps.clear();
+    ahead.clear();
+    for item in &requests {
+        let mut rows = Footprint::default();
+        let step = match item {
+            Item::Request(..) => Step::Decoded,
+            Item::Execute(range) => {
+                let from = views.len();
+                match append_execute(&raw[range.clone()], &mut views) {
+                    Ok(Some(id)) => {
+                        for op in &views[from..] {
+                            if let Some((t, key)) = wire::row_of(op)
+                                && st.catalog.get(t).is_ok()
+                            {
+                                rows.add(t, key);
+                            }
+                        }
+                        Step::OneShot(id, from..views.len())
+                    }
+                    Ok(None) => Step::Decoded,
+                    Err(e) => Step::Malformed(e.to_string()),
+                }
+            }
+        };
+        let last = matches!(step, Step::Malformed(_));
+        steps.push(step);
+        ahead.push(rows);
+        if last {
+            break;
+        }
+    }
     // Durable mode: the batch's responses are held until its newest commit is durable.
     let start = out.len();
     let mut wrote = Vec::new();
     let mut newest = None;
-    let mut views = Vec::new();
     let mut malformed = false;
-    for item in requests.drain(..) {
+    for (i, (item, step)) in requests.drain(..).zip(steps.drain(..)).enumerate() {
+        worker.prefetch_ahead(ahead.get(i + RECORDS_AHEAD), ahead.get(i + SLOTS_AHEAD));
         let at = out.len();
-        let (id, committed) = match item {
-            Item::Execute(range) => match decode_execute(&raw[range.clone()], &mut views) {
-                Ok(Some(id)) => (id, oneshot::execute(worker, &st.catalog, id, &views, out)),
-                Ok(None) => match decode_request(&raw[range]) {
-                    Ok((id, req)) => (
-                        id,
-                        run_request(st, worker, gens, &mut session, id, req, out),
-                    ),
-                    Err(e) => {
-                        encode_response(out, 0, &error(ErrorKind::Malformed, e.to_string()));
-                        malformed = true;
-                        break;
-                    }
-                },
+        let (id, committed) = match (step, item) {
+            (Step::OneShot(id, ops), _) => (
+                id,
+                oneshot::execute(worker, &st.catalog, id, &views[ops], out),
+            ),
+            (Step::Malformed(e), _) => {
+                encode_response(out, 0, &error(ErrorKind::Malformed, e));
+                malformed = true;
+                break;
+            }
+            (Step::Decoded, Item::Request(id, req)) => (
+                id,
+                run_request(st, worker, gens, &mut session, id, req, out),
+            ),
+            (Step::Decoded, Item::Execute(range)) => match decode_request(&raw[range]) {
+                Ok((id, req)) => (
+                    id,
+                    run_request(st, worker, gens, &mut session, id, req, out),
+                ),
                 Err(e) => {
                     encode_response(out, 0, &error(ErrorKind::Malformed, e.to_string()));
                     malformed = true;
                     break;
                 }
             },
-            Item::Request(id, req) => (
-                id,
-                run_request(st, worker, gens, &mut session, id, req, out),
-            ),
         };
         if st.data.is_some()
             && committed
@@ -399,6 +452,7 @@ fn run_job<P: Protocol>(
             wrote.push((id, at - start..out.len() - start));
         }
     }
+    worker.prefetch_ahead(None, None);
     let held = newest.map(|epoch| Held {
         epoch,
         bytes: out.split_off(start),
@@ -413,6 +467,14 @@ fn run_job<P: Protocol>(
         held,
         malformed,
     });
+}
+
+/// An engine thread's buffers for [`run_job`], reused from job to job.
+#[derive(Default)]
+struct Scratch {
+    steps: Vec<Step>,
+    /// Per item, the rows its one-shot names.
+    ahead: Vec<Footprint>,
 }
 
 /// Runs a decoded engine request and appends its response to `out`; true if it committed a

@@ -199,7 +199,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
                 self.phase_boundary();
             }
             let guard = self.epoch_handle.pin();
-            if P::PHASED && !(self.ahead_records.is_empty() && self.ahead_slots.is_empty()) {
+            if !(self.ahead_records.is_empty() && self.ahead_slots.is_empty()) {
                 self.issue_prefetch_ahead(&guard);
             }
             self.state.reset();
@@ -372,9 +372,10 @@ impl<'db, P: Protocol> Worker<'db, P> {
     }
 
     /// Has the next attempt start by prefetching the records of `records` and the index slots of
-    /// `slots`: a caller rerunning stashed transactions passes the footprints of the reruns
-    /// [`crate::RECORDS_AHEAD`] and [`crate::SLOTS_AHEAD`] behind the next one, so that each rerun
-    /// finds its rows in the cache (see [`Footprint`]).
+    /// `slots`: a caller that knows the transactions queued behind the next one (stashed reruns, a
+    /// server's batch of one-shots) passes the footprints of those [`crate::RECORDS_AHEAD`] and
+    /// [`crate::SLOTS_AHEAD`] behind it, so that each finds its rows in the cache (see
+    /// [`Footprint`]).
     pub fn prefetch_ahead(&mut self, records: Option<&Footprint>, slots: Option<&Footprint>) {
         self.ahead_records = records.copied().unwrap_or_default();
         self.ahead_slots = slots.copied().unwrap_or_default();

@@ -154,3 +154,76 @@ fn pipelined_requests_are_answered_in_order_by_id() {
         );
     }
 }
+
+/// A pipelined batch mixing one-shots on a live table with one-shots naming tables that do not
+/// exist or were dropped (whose rows the engine thread must not look up ahead), interactive
+/// requests and a read of the batch's own writes: each is answered in order, the bad ones
+/// `Invalid`, and the server goes on serving.
+#[test]
+fn a_batch_naming_missing_and_dropped_tables_is_answered_in_order() {
+    let s = server("occ", None);
+    let mut c = connect(&s);
+    let t = accounts(&mut c).id;
+    let gone = c
+        .create_table(phasedb_client::TableDef {
+            name: "gone".into(),
+            columns: vec![phasedb_client::ColumnDef {
+                name: "v".into(),
+                kind: phasedb_client::ColumnKind::I64,
+                group: 0,
+            }],
+            capacity: 16,
+            ordered: false,
+        })
+        .unwrap()
+        .id;
+    c.drop_table("gone").unwrap();
+    let get = |table, key| {
+        Request::Execute(vec![Op::Get {
+            table,
+            key,
+            columns: vec![0],
+        }])
+    };
+    let mut batch = Vec::new();
+    for k in 0..40 {
+        batch.push(Request::Execute(vec![put(t, k, k as i64)]));
+        batch.push(get(gone, k));
+        batch.push(get(u32::MAX - k as u32, k));
+        if k % 10 == 0 {
+            batch.push(Request::Begin);
+        }
+        batch.push(get(t, k));
+    }
+    let answers = c.pipeline(&batch).unwrap();
+    assert_eq!(answers.len(), batch.len());
+    let mut k = 0;
+    for (req, resp) in batch.iter().zip(&answers) {
+        match req {
+            Request::Begin => assert!(matches!(resp, Response::Begun { .. }), "{resp:?}"),
+            Request::Execute(ops) => match &ops[0] {
+                Op::Put { .. } => assert!(matches!(resp, Response::Results(_)), "{resp:?}"),
+                Op::Get { table, .. } if *table == t => {
+                    assert_eq!(
+                        *resp,
+                        Response::Results(vec![OpResult::Row(Some(vec![Value::I64(k)]))])
+                    );
+                    k += 1;
+                }
+                _ => assert!(
+                    matches!(
+                        resp,
+                        Response::Aborted {
+                            cause: AbortCause::Invalid,
+                            ..
+                        }
+                    ),
+                    "{resp:?}"
+                ),
+            },
+            other => panic!("unexpected request {other:?}"),
+        }
+    }
+    assert_eq!(k, 40);
+    assert!(c.execute(vec![put(t, 1, 7)]).is_ok(), "the server goes on");
+}
