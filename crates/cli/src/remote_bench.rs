@@ -76,56 +76,27 @@ pub fn run(addr: SocketAddr, y: &YcsbArgs, c: &Common, r: &RemoteArgs) -> i32 {
     if threads == 0 || threads > 4096 {
         return fail("--threads (connections) must be between 1 and 4096");
     }
-    let mut client = match Client::connect(addr, token.as_deref()) {
-        Ok(cl) => cl,
-        Err(e) => return fail(format!("cannot connect to {addr}: {e}")),
-    };
-    let protocol = client.welcome().protocol.clone();
-    let table = match prepare(&mut client, &cfg) {
-        Ok(t) => t,
-        Err(e) => return fail(format!("cannot set up usertable: {e}")),
-    };
-    let start = Instant::now() + Duration::from_millis(50);
-    let measure_from = start + Duration::from_secs_f64(c.warmup);
-    let end = measure_from + Duration::from_secs_f64(c.duration);
-    let outcomes: Vec<Result<Counts, ClientError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|i| {
-                let (cfg, token) = (&cfg, token.as_deref());
-                s.spawn(move || {
-                    let mut conn = Client::connect(addr, token)?;
-                    drive(
-                        &mut conn,
-                        cfg,
-                        table,
-                        r.pipeline,
-                        c.seed ^ i as u64,
-                        measure_from,
-                        end,
-                    )
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("client thread"))
-            .collect()
-    });
-    let mut total = Counts::default();
-    for o in outcomes {
-        match o {
-            Ok(n) => total.add(n),
-            Err(e) => {
-                eprintln!("error: a client connection failed: {e}");
-                return 1;
-            }
+    let m = match measure(
+        addr,
+        &cfg,
+        threads,
+        r.pipeline,
+        Duration::from_secs_f64(c.warmup),
+        Duration::from_secs_f64(c.duration),
+        c.seed,
+        token.as_deref(),
+    ) {
+        Ok(m) => m,
+        Err((code, e)) => {
+            eprintln!("error: {e}");
+            return code;
         }
-    }
+    };
+    let (protocol, total) = (m.protocol, m.counts);
     let secs = c.duration;
     let tput = total.committed as f64 / secs;
     let ops = tput * cfg.ops as f64;
     let attempts = (total.committed + total.aborted).max(1) as f64;
-    total.batch_us.sort_unstable();
     let pct = |q: f64| {
         total
             .batch_us
@@ -172,6 +143,84 @@ pub fn run(addr: SocketAddr, y: &YcsbArgs, c: &Common, r: &RemoteArgs) -> i32 {
         );
     }
     0
+}
+
+/// What one run against a server measured.
+pub struct Measured {
+    /// The server's protocol, as its welcome said.
+    pub protocol: String,
+    counts: Counts,
+}
+
+impl Measured {
+    /// Committed transactions per second of the measured window.
+    pub fn throughput(&self, window: Duration) -> f64 {
+        self.counts.committed as f64 / window.as_secs_f64().max(1e-9)
+    }
+
+    /// Transactions committed in the measured window.
+    pub fn committed(&self) -> u64 {
+        self.counts.committed
+    }
+
+    /// Aborted attempts over all attempts.
+    pub fn abort_rate(&self) -> f64 {
+        let attempts = self.counts.committed + self.counts.aborted;
+        self.counts.aborted as f64 / attempts.max(1) as f64
+    }
+}
+
+/// Runs YCSB `cfg` on `threads` connections to `addr`, each keeping `pipeline` one-shots in
+/// flight, and counts the batches that ran wholly inside the `duration` after `warmup`. An error
+/// carries the exit code: 2 when nothing ran (no connection, no table), 1 when a connection
+/// failed mid-run.
+#[allow(clippy::too_many_arguments)]
+pub fn measure(
+    addr: SocketAddr,
+    cfg: &YcsbConfig,
+    threads: usize,
+    pipeline: usize,
+    warmup: Duration,
+    duration: Duration,
+    seed: u64,
+    token: Option<&str>,
+) -> Result<Measured, (i32, String)> {
+    let mut client =
+        Client::connect(addr, token).map_err(|e| (2, format!("cannot connect to {addr}: {e}")))?;
+    let protocol = client.welcome().protocol.clone();
+    let table =
+        prepare(&mut client, cfg).map_err(|e| (2, format!("cannot set up usertable: {e}")))?;
+    let start = Instant::now() + Duration::from_millis(50);
+    let measure_from = start + warmup;
+    let end = measure_from + duration;
+    let outcomes: Vec<Result<Counts, ClientError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                s.spawn(move || {
+                    let mut conn = Client::connect(addr, token)?;
+                    drive(
+                        &mut conn,
+                        cfg,
+                        table,
+                        pipeline,
+                        seed ^ i as u64,
+                        measure_from,
+                        end,
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client thread"))
+            .collect()
+    });
+    let mut counts = Counts::default();
+    for o in outcomes {
+        counts.add(o.map_err(|e| (1, format!("a client connection failed: {e}")))?);
+    }
+    counts.batch_us.sort_unstable();
+    Ok(Measured { protocol, counts })
 }
 
 /// Creates and loads `usertable`, or reuses one of the same shape; returns its id.

@@ -238,3 +238,47 @@ fn a_durable_server_killed_with_sigkill_recovers_every_acknowledged_write() {
     eprintln!("{total} acknowledged writes recovered");
     assert_eq!(terminate(child), 0);
 }
+
+/// `experiment served-ycsb --quick` (issue 36): one round of embedded, served p64 and served
+/// p1024 against a `phasedb serve` child it starts and stops; the served rows carry their ratio to
+/// the round's embedded run, and both verdicts are computed from them.
+#[test]
+fn served_ycsb_experiment_compares_served_with_embedded_in_one_run() {
+    let o = common::quick::run_quick("served-ycsb");
+    assert_eq!(
+        o.column("mode"),
+        ["embedded", "served p64", "served p1024"],
+        "{:?}",
+        o.rows
+    );
+    assert!(
+        o.column("status").iter().all(|s| *s == "ok"),
+        "{:?}",
+        o.rows
+    );
+    assert!(o.numbers("throughput").iter().all(|&t| t > 0.0));
+    let embedded = o.numbers("throughput")[0];
+    for (ratio, tput) in o.column("of_embedded")[1..]
+        .iter()
+        .zip(&o.numbers("throughput")[1..])
+    {
+        let r: f64 = ratio.parse().expect("a served row has its ratio");
+        assert!(
+            (r - tput / embedded).abs() < 1e-3,
+            "{ratio} vs {tput}/{embedded}"
+        );
+    }
+    for claim in ["reaches at least 250K txn/s", "at least 0.3x the embedded"] {
+        assert!(
+            o.stdout
+                .lines()
+                .any(|l| l.starts_with("Verdict: ") && l.contains(claim)),
+            "verdict of `{claim}` missing:\n{}",
+            o.stdout
+        );
+    }
+    assert!(
+        o.report
+            .contains("`phasedb serve --threads 2` child process")
+    );
+}

@@ -14,6 +14,7 @@ mod protocols;
 mod ramp;
 mod registry;
 mod report;
+mod served;
 mod settings;
 mod silor;
 mod star;

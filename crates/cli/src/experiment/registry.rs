@@ -23,9 +23,10 @@ const PDUR: &str = "P-DUR (parallel deferred update replication)";
 const RAMP: &str = "RAMP (read atomic multi-partition)";
 const STAR: &str = "STAR (asymmetric replication)";
 const SILOR: &str = "SiloR (fast durability and recovery)";
+const SERVED: &str = "phasedb serve (the engine as a network server)";
 
 /// All 23 experiments, in the order of `EXPERIMENTS.md`, then `granularity-shift` (issue 39), `star-failover`
-/// and `durability` (issue 34, SiloR).
+/// and `durability` (issue 34, SiloR), and `served-ycsb` (issue 36).
 pub const ALL: &[Experiment] = &[
     Experiment {
         name: "incr1",
@@ -182,6 +183,12 @@ pub const ALL: &[Experiment] = &[
         paper: SILOR,
         setup: "YCSB and TPC-C NewOrder+Payment at 2 threads with and without group-commit logging; durable p99; log replay rate; 10M-row YCSB recovery (issue 34)",
         run: Some(super::silor::durability::run),
+    },
+    Experiment {
+        name: "served-ycsb",
+        paper: SERVED,
+        setup: "YCSB A's operations embedded and through `phasedb serve` with the Rust client (pipeline 64 and 1024), alternating; served txn/s and served/embedded (issue 36)",
+        run: Some(super::served::ycsb::run),
     },
 ];
 
