@@ -130,10 +130,12 @@ fn masks(group_of: &[usize]) -> Vec<u64> {
     m
 }
 
+/// One pattern in the model: columns touched, columns read, columns written, frequency.
+type Access = (u64, u64, u64, f64);
+
 /// The model of one table's patterns, ready to price groupings.
 struct Model {
-    /// (columns touched, columns read, columns written, frequency) per pattern.
-    patterns: Vec<(u64, u64, u64, f64)>,
+    patterns: Vec<Access>,
     abort_rate: f64,
     all: u64,
 }
@@ -181,7 +183,7 @@ impl Model {
     /// Frequency-weighted share of pattern pairs that collide at group level, and groups touched
     /// per transaction.
     fn measure(&self, groups: &[u64]) -> (f64, f64) {
-        let touched: Vec<(u64, u64, u64, f64)> = (self.patterns.iter())
+        let touched: Vec<Access> = (self.patterns.iter())
             .map(|&(a, r, w, p)| {
                 let g = |m| Self::touched(groups, m);
                 (g(a), g(r), g(w), p)
@@ -213,7 +215,7 @@ impl Model {
         while m != 0 {
             let c = m.trailing_zeros();
             m &= m - 1;
-            let sig = |f: &dyn Fn(&(u64, u64, u64, f64)) -> u64| {
+            let sig = |f: &dyn Fn(&Access) -> u64| {
                 (self.patterns.iter().enumerate())
                     .filter(|(_, p)| f(p) & 1 << c != 0)
                     .fold(0u64, |s, (i, _)| s | 1 << i)
