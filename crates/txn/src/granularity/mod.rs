@@ -357,8 +357,27 @@ pub(crate) fn report<P: Protocol>(db: &Database<P>) -> Vec<(&'static str, String
         .map(|c| format!("{:.2}s {} {}", c.at.as_secs_f64(), c.table, show(&c.groups)))
         .collect::<Vec<_>>()
         .join("; ");
+    let counts = {
+        let planner = db.granularity.planner.lock();
+        (planner.tables.iter().enumerate())
+            .filter(|&(t, m)| db.granularity.is_auto(t as TableId) && m.stats.commits > 0.0)
+            .map(|(t, m)| {
+                let s = &m.stats;
+                format!(
+                    "{} commits {:.0} conflicts {:.1} ({:.3}%) intensity {:.4}",
+                    db.table(t as TableId).name(),
+                    s.commits,
+                    s.conflicts,
+                    100.0 * s.conflicts / s.commits,
+                    s.intensity,
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     vec![
         ("auto_groups", now),
+        ("planner_counts", counts),
         (
             "group_changes",
             if changes.is_empty() {
