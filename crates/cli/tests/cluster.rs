@@ -69,6 +69,36 @@ fn a_bad_cluster_file_is_refused_before_the_node_starts() {
 }
 
 #[test]
+fn a_data_dir_is_refused_before_the_node_starts_naming_the_algorithm() {
+    let dir = TempDir::new("cli-cluster-data-dir");
+    let data = dir.0.join("data-{node}");
+    let text = format!(
+        "data_dir = {:?}\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:{}\"\n[[nodes]]\nid = 1\n\
+         addr = \"127.0.0.1:{}\"\n[star]\npartitions = 2\nalgorithm = \"calvin\"\n",
+        data.display().to_string(),
+        free_port(),
+        free_port()
+    );
+    let path = temp_file(&dir, "calvin.toml", &text);
+    let out = phasedb()
+        .args(["node", "--config"])
+        .arg(&path)
+        .args(["--id", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("data_dir is not supported") && err.contains("calvin:"),
+        "{err}"
+    );
+    assert!(
+        !dir.0.join("data-0").exists(),
+        "nothing was started or created"
+    );
+}
+
+#[test]
 fn a_listen_fd_that_is_not_a_listening_socket_is_refused() {
     let dir = TempDir::new("cli-cluster-listen-fd");
     let path = temp_file(

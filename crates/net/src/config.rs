@@ -78,6 +78,8 @@ struct RawConfig {
     star: Option<StarConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pdur: Option<crate::PdurTable>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data_dir: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -450,6 +452,69 @@ pub struct ClusterConfig {
     pub star: Option<StarConfig>,
     /// The P-DUR deployment, if the file has a `[pdur]` table (`crate::pdur_config`).
     pub pdur: Option<crate::PdurTable>,
+    /// Where each node logs and checkpoints (issue 34), `{node}` standing for the node's id; only
+    /// for an algorithm whose nodes commit through the engine's logged commit path (see
+    /// [`durability_refusal`]).
+    pub data_dir: Option<String>,
+}
+
+/// The placeholder of a node's id in `data_dir`.
+pub const NODE_PLACEHOLDER: &str = "{node}";
+
+/// Why the nodes of a cluster with this layout cannot log to a `data_dir`, naming the algorithm;
+/// `None` if they can. A node is durable only through the engine's logged commit path (SiloR
+/// logging, `phasedb_txn::Durability`): a node whose commits bypass it would log nothing, or
+/// recover a state its cluster cannot take back, so the file is refused before anything starts.
+pub fn durability_refusal(star: Option<&StarConfig>, pdur: bool) -> Option<String> {
+    let why = match (star.map(|s| s.algorithm), pdur) {
+        (_, true) => {
+            "P-DUR: each replica's partitions are multi-version stores of its own, filled by \
+             certification of broadcast requests, not engine transactions; nothing there goes \
+             through the engine's logged commit path"
+        }
+        (None, false) => {
+            "RAMP: partition servers keep a multi-version store of their own, not the engine's, \
+             so nothing they commit goes through the engine's logged commit path"
+        }
+        (Some(StarAlgorithm::Calvin), false) => {
+            "calvin: a node commits through the engine's logged commit path, but with no epochs (epoch_interval 0, \
+             which logging needs), and Calvin's durability is the sequencer's input log \
+             replayed deterministically: each node's own log would recover it to a different \
+             epoch than its replicas, and a Calvin node cannot rejoin"
+        }
+        (Some(a), false) => {
+            return Some(format!(
+                "{}: a node runs its phases with no epochs (epoch_interval 0) and installs the \
+                 replication records and remote writes it receives outside the engine's logged \
+                 commit path, so its log would miss writes",
+                a.name()
+            ));
+        }
+    };
+    Some(why.to_string())
+}
+
+fn validate_data_dir(
+    dir: &str,
+    nodes: usize,
+    star: Option<&StarConfig>,
+    pdur: bool,
+) -> Result<(), ConfigError> {
+    if dir.trim().is_empty() {
+        return Err(invalid("data_dir is empty"));
+    }
+    if nodes > 1 && !dir.contains(NODE_PLACEHOLDER) {
+        return Err(invalid(format!(
+            "data_dir {dir:?} must contain {NODE_PLACEHOLDER} with more than one node: two \
+             nodes must never share a directory"
+        )));
+    }
+    if let Some(why) = durability_refusal(star, pdur) {
+        return Err(invalid(format!(
+            "data_dir is not supported for this cluster: {why}"
+        )));
+    }
+    Ok(())
 }
 
 /// The hash partition of `key` among `partitions` (a fixed mix, identical in every process).
@@ -503,6 +568,7 @@ impl ClusterConfig {
             net,
             star: None,
             pdur: None,
+            data_dir: None,
         };
         Self::validate(raw)
     }
@@ -524,6 +590,7 @@ impl ClusterConfig {
             net: self.net,
             star: self.star.clone(),
             pdur: self.pdur.clone(),
+            data_dir: self.data_dir.clone(),
         };
         toml::to_string(&raw).expect("a validated configuration always serializes")
     }
@@ -644,6 +711,9 @@ impl ClusterConfig {
         if let Some(pdur) = &raw.pdur {
             pdur.validate(n as u32)?;
         }
+        if let Some(dir) = &raw.data_dir {
+            validate_data_dir(dir, n, raw.star.as_ref(), raw.pdur.is_some())?;
+        }
         Ok(ClusterConfig {
             nodes,
             partitions,
@@ -652,12 +722,20 @@ impl ClusterConfig {
             net: raw.net,
             star: raw.star,
             pdur: raw.pdur,
+            data_dir: raw.data_dir,
         })
     }
 
     /// The node that serves `key`.
     pub fn node_of_key(&self, key: u64) -> Addr {
         self.placement[partition_of(key, self.partitions) as usize]
+    }
+
+    /// The data directory of node `id`, if the file has a `data_dir`.
+    pub fn data_dir_of(&self, id: Addr) -> Option<std::path::PathBuf> {
+        self.data_dir
+            .as_ref()
+            .map(|d| d.replace(NODE_PLACEHOLDER, &id.to_string()).into())
     }
 
     /// The member with id `id`.

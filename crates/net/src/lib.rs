@@ -16,8 +16,8 @@ pub mod tcp;
 pub mod wire;
 
 pub use config::{
-    ClusterConfig, ConfigError, NodeConfig, ReplicationSync, StarAlgorithm, StarConfig,
-    partition_of,
+    ClusterConfig, ConfigError, NODE_PLACEHOLDER, NodeConfig, ReplicationSync, StarAlgorithm,
+    StarConfig, durability_refusal, partition_of,
 };
 pub use node::{Addr, CLIENT_ADDR_BASE, Node, Transport, is_client_addr};
 pub use pdur_config::PdurTable;

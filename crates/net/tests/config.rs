@@ -261,3 +261,73 @@ fn star_failure_detection_settings_are_checked() {
             .contains("must be above 0 and below failure_timeout_ms")
     );
 }
+
+/// `text` with a top-level `data_dir` (before any table, as TOML requires).
+fn with_data_dir(dir: &str, text: &str) -> String {
+    format!("data_dir = {dir:?}\n{text}")
+}
+
+#[test]
+fn data_dir_is_refused_for_every_algorithm_whose_nodes_do_not_commit_through_the_logged_path() {
+    let cases = [
+        (GOOD.to_string(), "RAMP"),
+        (STAR.to_string(), "star:"),
+        (
+            STAR.replace("[star]\n", "[star]\nalgorithm = \"pb-occ\"\n"),
+            "pb-occ:",
+        ),
+        (
+            STAR.replace("[star]\n", "[star]\nalgorithm = \"dist-occ\"\n"),
+            "dist-occ:",
+        ),
+        (
+            STAR.replace("[star]\n", "[star]\nalgorithm = \"dist-s2pl\"\n"),
+            "dist-s2pl:",
+        ),
+        (
+            STAR.replace("[star]\n", "[star]\nalgorithm = \"calvin\"\n"),
+            "calvin:",
+        ),
+        (
+            "[[nodes]]\nid = 0\naddr = \"127.0.0.1:1\"\n[pdur]\npartitions = 2\n".to_string(),
+            "P-DUR",
+        ),
+    ];
+    for (text, algorithm) in cases {
+        ClusterConfig::from_toml(&text).unwrap_or_else(|e| panic!("{algorithm}: {e}"));
+        let e = err(&with_data_dir("/var/phasedb/{node}", &text));
+        assert!(
+            e.contains("data_dir is not supported") && e.contains(algorithm),
+            "{algorithm}: {e}"
+        );
+        assert!(e.contains("logged commit path"), "{algorithm}: {e}");
+    }
+    let calvin = err(&with_data_dir(
+        "/d/{node}",
+        &STAR.replace("[star]\n", "[star]\nalgorithm = \"calvin\"\n"),
+    ));
+    assert!(calvin.contains("input log"), "{calvin}");
+}
+
+#[test]
+fn data_dir_needs_a_node_placeholder_with_several_nodes_and_is_not_empty() {
+    let e = err(&with_data_dir("/var/phasedb", STAR));
+    assert!(e.contains("must contain {node}"), "{e}");
+    assert!(err(&with_data_dir(" ", STAR)).contains("data_dir is empty"));
+}
+
+#[test]
+fn data_dir_of_puts_each_node_id_in_the_placeholder() {
+    let mut c = ClusterConfig::from_toml(STAR).unwrap();
+    assert_eq!(c.data_dir_of(1), None, "no data_dir: no directory");
+    c.data_dir = Some("/d/node-{node}/log".into());
+    assert_eq!(
+        c.data_dir_of(2),
+        Some(std::path::PathBuf::from("/d/node-2/log"))
+    );
+    let back = ClusterConfig::from_toml(&c.to_toml());
+    assert!(
+        back.is_err_and(|e| e.to_string().contains("star:")),
+        "a written data_dir is read back and checked"
+    );
+}

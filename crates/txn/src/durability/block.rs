@@ -48,12 +48,20 @@ impl Kind {
 
 /// Appends a block of `kind` holding `payload` to `out`.
 pub(crate) fn push(out: &mut Vec<u8>, kind: Kind, payload: &[u8]) {
-    let len = u32::try_from(payload.len()).expect("a block payload fits u32");
-    out.extend_from_slice(&BLOCK_MAGIC.to_le_bytes());
-    out.push(kind as u8);
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&checksum(kind as u8, len, payload).to_le_bytes());
+    out.extend_from_slice(&header(kind, payload));
     out.extend_from_slice(payload);
+}
+
+/// The header of a block of `kind` holding `payload`: written before the payload, a block can be
+/// written from the payload's own buffer without copying it.
+pub(crate) fn header(kind: Kind, payload: &[u8]) -> [u8; HEADER] {
+    let len = u32::try_from(payload.len()).expect("a block payload fits u32");
+    let mut h = [0u8; HEADER];
+    h[0..4].copy_from_slice(&BLOCK_MAGIC.to_le_bytes());
+    h[4] = kind as u8;
+    h[5..9].copy_from_slice(&len.to_le_bytes());
+    h[9..17].copy_from_slice(&checksum(kind as u8, len, payload).to_le_bytes());
+    h
 }
 
 /// The whole blocks at the start of `bytes`, and where they end (the length of the trusted prefix).

@@ -36,6 +36,7 @@ impl WorkerLog {
         at: (u64, Option<u64>),
     ) {
         let mut buf = self.buf.lock();
+        reserve_first(&mut buf);
         for w in writes {
             let table = &tables[w.table as usize];
             match w.kind {
@@ -73,13 +74,24 @@ impl WorkerLog {
         columns: u64,
         row: &[u64],
     ) {
-        format::push_upsert_in(&mut self.buf.lock(), schema, t, key, at, columns, row);
+        let mut buf = self.buf.lock();
+        reserve_first(&mut buf);
+        format::push_upsert_in(&mut buf, schema, t, key, at, columns, row);
     }
 
     /// Swaps the buffer's contents with `spare` (left empty, with its capacity), for the logger.
     pub(crate) fn take(&self, spare: &mut Vec<u8>) {
         spare.clear();
         std::mem::swap(&mut *self.buf.lock(), spare);
+    }
+}
+
+/// Gives a slot's buffer its starting capacity at its first use (slots never used take no memory):
+/// a buffer then grows only in a round busier than any before, not from empty in every slot.
+#[inline]
+fn reserve_first(buf: &mut Vec<u8>) {
+    if buf.capacity() == 0 {
+        buf.reserve(super::logger::BUFFER_START);
     }
 }
 

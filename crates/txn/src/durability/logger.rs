@@ -13,7 +13,7 @@
 //! transactions that are not durable.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{IoSlice, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
@@ -254,18 +254,30 @@ impl LogFile {
 
     /// Appends `bytes`; with `sync`, then fsyncs under [`FsyncPolicy::Group`].
     fn append(&mut self, bytes: &[u8], sync: bool) -> std::io::Result<()> {
-        if self
-            .limit
-            .is_some_and(|l| self.written + bytes.len() as u64 > l)
-        {
+        self.append_parts(&mut [IoSlice::new(bytes)], sync)
+            .map(|_| ())
+    }
+
+    /// Appends `parts` one after another in as few writes as the system takes (a block's header
+    /// and its payload are written from where they are, not copied together first); with `sync`,
+    /// then fsyncs under [`FsyncPolicy::Group`]. Returns the bytes appended.
+    fn append_parts(&mut self, mut parts: &mut [IoSlice<'_>], sync: bool) -> std::io::Result<u64> {
+        let total: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        if self.limit.is_some_and(|l| self.written + total > l) {
             return Err(std::io::Error::from_raw_os_error(libc_enospc()));
         }
-        self.file.write_all(bytes)?;
-        self.written += bytes.len() as u64;
+        while !parts.is_empty() {
+            let n = self.file.write_vectored(parts)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut parts, n);
+        }
+        self.written += total;
         if sync {
             self.sync()?;
         }
-        Ok(())
+        Ok(total)
     }
 }
 
@@ -274,8 +286,14 @@ const fn libc_enospc() -> i32 {
     28
 }
 
+/// Bytes a log buffer starts with (each slot has two that alternate): enough for a round of a busy
+/// worker, so buffers rarely grow, and growing (faulting in fresh pages) is off the common path.
+pub(crate) const BUFFER_START: usize = 1 << 20;
+
 /// Longest a round waits for transactions of the previous epoch to end.
 const OLDEST_WAIT: Duration = Duration::from_micros(500);
+/// How often a round looks again while it waits for them.
+const OLDEST_POLL: Duration = Duration::from_micros(50);
 
 /// One logger thread's state.
 struct Logger {
@@ -296,7 +314,8 @@ struct Logger {
     /// between two buffers of its own, so their capacities settle and a worker stops growing
     /// (and faulting in) its buffer once it has seen its busiest round.
     spares: Vec<Vec<u8>>,
-    out: Vec<u8>,
+    /// Per slot, the header of the block its spare is written in this round.
+    headers: Vec<[u8; block::HEADER]>,
     /// The longest a logger waits between rounds while the epoch stays the same.
     pace: Duration,
 }
@@ -312,31 +331,43 @@ impl Logger {
         let safe = now.min(self.oldest_after(now));
         // Read before the buffers are taken: what a released hold waited for is in them.
         let durable = self.shared.held(safe.saturating_sub(1), self.last_marker);
-        self.out.clear();
         let high = self.activity.high();
+        let mut taken = 0;
         for (i, slot) in (self.index..high).step_by(self.loggers).enumerate() {
             if i == self.spares.len() {
-                self.spares.push(Vec::new());
+                self.spares.push(Vec::with_capacity(BUFFER_START));
+                self.headers.push([0; block::HEADER]);
             }
             let spare = &mut self.spares[i];
             self.shared.logs[slot].take(spare);
             if !spare.is_empty() {
-                block::push(&mut self.out, Kind::Records, spare);
+                self.headers[i] = block::header(Kind::Records, spare);
+            }
+            taken = i + 1;
+        }
+        let mut parts: Vec<IoSlice<'_>> = Vec::with_capacity(2 * taken + 2);
+        for (spare, header) in self.spares[..taken].iter().zip(&self.headers) {
+            if !spare.is_empty() {
+                parts.push(IoSlice::new(header));
+                parts.push(IoSlice::new(spare));
             }
         }
         let advance = durable > self.last_marker || !self.marked;
         if !advance {
-            if self.out.is_empty() {
+            if parts.is_empty() {
                 return Ok(false);
             }
-            self.file.append(&self.out, false)?;
-            self.shared.written[self.index].fetch_add(self.out.len() as u64, Ordering::Relaxed);
+            let n = self.file.append_parts(&mut parts, false)?;
+            self.shared.written[self.index].fetch_add(n, Ordering::Relaxed);
             return Ok(true);
         }
         let durable = durable.max(self.last_marker);
-        block::push(&mut self.out, Kind::Durable, &durable.to_le_bytes());
-        self.file.append(&self.out, true)?;
-        self.shared.written[self.index].fetch_add(self.out.len() as u64, Ordering::Relaxed);
+        let payload = durable.to_le_bytes();
+        let marker = block::header(Kind::Durable, &payload);
+        parts.push(IoSlice::new(&marker));
+        parts.push(IoSlice::new(&payload));
+        let n = self.file.append_parts(&mut parts, true)?;
+        self.shared.written[self.index].fetch_add(n, Ordering::Relaxed);
         self.last_marker = durable;
         self.marked = true;
         self.shared.publish(self.index, durable);
@@ -354,7 +385,9 @@ impl Logger {
             if oldest >= now || std::time::Instant::now() >= until {
                 return oldest;
             }
-            std::hint::spin_loop();
+            // Sleeps rather than spins: on a machine with no core to spare, a spinning logger
+            // takes one from the very workers it waits for.
+            std::thread::sleep(OLDEST_POLL);
         }
     }
 
@@ -473,7 +506,7 @@ impl Loggers {
                     last_marker: durable,
                     marked: false,
                     spares: Vec::new(),
-                    out: Vec::new(),
+                    headers: Vec::new(),
                     pace,
                 };
                 std::thread::Builder::new()

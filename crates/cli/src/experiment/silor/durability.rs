@@ -82,6 +82,10 @@ fn window(s: &Settings) -> Duration {
     }
 }
 
+/// Rounds without `--quick` (at least): a loaded machine's rounds differ by up to a quarter (0.72x
+/// to 0.86x, 0.85x to 1.10x in one run), so the verdict takes the median of five.
+const ROUNDS: usize = 5;
+
 /// The shortest measured window with `--quick`.
 const QUICK_WINDOW: Duration = Duration::from_millis(500);
 
@@ -478,11 +482,13 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
     } else {
         s.threads_max()
     };
-    let rounds = if s.quick { 1 } else { s.runs.max(3) };
+    let rounds = if s.quick { 1 } else { s.runs.max(ROUNDS) };
     let mut runs = Vec::new();
     for round in 1..=rounds {
         for load in Load::ALL {
-            for logging in [false, true] {
+            // Odd rounds run without logging first, even rounds with: a machine that gets busier
+            // or quieter during a round does not favour one side in every round.
+            for logging in [round % 2 == 0, round % 2 == 1] {
                 eprintln!(
                     "{}: {} logging {} (round {round} of {rounds})",
                     s.name,
@@ -528,7 +534,7 @@ pub fn run(s: &Settings) -> Result<Artifacts, String> {
             s.out.display()
         ),
         format!(
-            "{rounds} round(s), each running every workload without and then with logging; \
+            "{rounds} round(s), each running every workload without and with logging (odd rounds without first, even rounds with first); \
              each run {:.2} s after {:.2} s of warm-up, seed {}, on {}",
             window(s).as_secs_f64(),
             s.warmup.as_secs_f64(),
