@@ -115,10 +115,6 @@ fn stats_of(path: &Path) -> std::collections::HashMap<String, u64> {
 }
 
 #[test]
-#[ignore = "known bug, to fix next: the survivors' hang is fixed (partial broadcasts are finished), \
-            but in about 1 run of 7 the rejoined replica never drains after its measured window \
-            (\"rejoined replica done: false\"; it restored more snapshots than partitions, so a \
-            later snapshot likely covers a local client's transaction); run with --ignored"]
 fn a_sigkilled_replica_loses_no_acknowledged_commit_and_rejoins_by_state_transfer() {
     let dir = std::env::temp_dir().join(format!("phasedb-pdur-kill-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

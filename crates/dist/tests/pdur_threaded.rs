@@ -156,7 +156,7 @@ fn outside_clients_read_through_the_replica_and_hear_the_outcome_of_what_the_bro
         .decisions()
         .recv_timeout(Duration::from_secs(5))
         .expect("a decision");
-    assert_eq!((d.txn, d.outcome.is_ok()), (req.id, true));
+    assert_eq!((d.txn, d.committed), (req.id, true));
     let answers = replica.read(0, vec![4], None);
     assert_eq!(answers[0].1.as_ref().unwrap().value, Some(vec![40]));
     replica.quiesce();

@@ -47,8 +47,8 @@ pub mod workload;
 pub use certify::{AbortReason, Vote};
 pub use client::{Finish, SnapshotSource, Transaction};
 pub use partition::{
-    Decision, Effects, ImageError, OUTCOMES_KEPT, Partition, ReadError, ReadReply, VoteKind,
-    VoteMsg,
+    Answer, Decision, Effects, ImageError, OUTCOMES_KEPT, Partition, ReadError, ReadReply,
+    VoteKind, VoteMsg,
 };
 pub use replica::Replica;
 pub use request::{

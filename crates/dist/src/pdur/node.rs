@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::{Finish, Transaction};
 use super::history::HistoryRecorder;
-use super::partition::{Decision, Partition};
+use super::partition::{Answer, Decision, Partition};
 use super::replica::Replica;
 use super::request::{CertRequest, PartitionId, TxnId, first_seq, partition_of};
 use super::workload::micro::{MicroConfig, MicroGen};
@@ -95,6 +95,9 @@ pub struct PdurStats {
     pub restores: u64,
     /// Snapshots offered to the groups (one per group at each point).
     pub snapshots: u64,
+    /// This node's transactions whose outcome came told again ([`super::partition::Answer`]): a
+    /// restore covered their decision and a retry's copy was delivered after it.
+    pub answered_again: u64,
     /// Messages the broadcast refused.
     pub refused_messages: u64,
 }
@@ -382,12 +385,23 @@ impl PdurNode {
             if !d.reply {
                 continue;
             }
-            if let Some(w) = self.pending.remove(&d.txn) {
-                self.busy[w.slot] = false;
-                match d.outcome {
-                    Ok(_) => self.stats.committed += 1,
-                    Err(_) => self.stats.aborted += 1,
-                }
+            self.end_wait(Answer::from(&d));
+        }
+        for a in self.replica.take_answers() {
+            if self.pending.contains_key(&a.txn) {
+                self.stats.answered_again += 1;
+            }
+            self.end_wait(a);
+        }
+    }
+
+    /// Ends the wait of this node's client for transaction `a.txn`, if it still waits.
+    fn end_wait(&mut self, a: Answer) {
+        if let Some(w) = self.pending.remove(&a.txn) {
+            self.busy[w.slot] = false;
+            match a.committed {
+                true => self.stats.committed += 1,
+                false => self.stats.aborted += 1,
             }
         }
     }
@@ -417,32 +431,10 @@ impl PdurNode {
                 self.stats.restores += 1;
                 self.replica.restore(p, part);
                 self.replica.settle();
-                self.resolve_covered(p);
             }
             Err(_) => {
                 self.stopped[g] = true;
                 self.stats.refused_restores += 1;
-            }
-        }
-    }
-
-    /// Ends the waits of this node's clients whose transaction partition `p`'s restored state
-    /// decided: its delivery came before the snapshot, so it is never delivered here.
-    fn resolve_covered(&mut self, p: PartitionId) {
-        let part = self.replica.partition(p);
-        let covered: Vec<(TxnId, bool)> = self
-            .pending
-            .iter()
-            .filter(|(_, w)| w.partitions.contains(&p))
-            .filter_map(|(&id, _)| part.outcome_of(id).map(|c| (id, c)))
-            .collect();
-        for (id, committed) in covered {
-            if let Some(w) = self.pending.remove(&id) {
-                self.busy[w.slot] = false;
-                match committed {
-                    true => self.stats.committed += 1,
-                    false => self.stats.aborted += 1,
-                }
             }
         }
     }

@@ -93,6 +93,29 @@ pub struct Effects {
     pub votes: Vec<VoteMsg>,
     /// Transactions decided.
     pub decisions: Vec<Decision>,
+    /// Outcomes told again ([`Answer`]).
+    pub answers: Vec<Answer>,
+}
+
+/// A transaction's outcome told again at its first partition, for a copy of its request
+/// delivered after the partition was restored from a snapshot that already held its decision:
+/// the replica never sees that decision taken, and its client (or the session that proposed it
+/// again) still waits. It changes nothing and is not part of the history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// The transaction.
+    pub txn: TxnId,
+    /// True if it committed.
+    pub committed: bool,
+}
+
+impl From<&Decision> for Answer {
+    fn from(d: &Decision) -> Answer {
+        Answer {
+            txn: d.txn,
+            committed: d.outcome.is_ok(),
+        }
+    }
 }
 
 /// A snapshot read's answer (Algorithm 4 line 6).
@@ -140,6 +163,8 @@ pub struct PartitionStats {
     /// Votes for a transaction decided here too long ago to answer (a restored partition
     /// waits for them: its replica's snapshots were too far apart).
     pub unanswered: u64,
+    /// Outcomes told again for a copy of a request decided here before ([`Answer`]).
+    pub answered_again: u64,
 }
 
 /// A cross-partition transaction delivered here and waiting for the other partitions' votes.
@@ -344,6 +369,16 @@ impl Partition {
             // transaction decided here votes its outcome instead: a partition restored from an
             // earlier snapshot may still wait for this one's vote.
             self.stats.duplicates += 1;
+            if req.id.seq == seen.seq
+                && req.snapshots[0].0 == self.id
+                && let Some(committed) = seen.outcome
+            {
+                self.stats.answered_again += 1;
+                fx.answers.push(Answer {
+                    txn: req.id,
+                    committed,
+                });
+            }
             if req.is_cross_partition() && !self.waiting.contains_key(&req.id) {
                 let commit = self.outcomes.get(&req.id).copied().unwrap_or(false);
                 for to in req.partitions().filter(|&q| q != self.id) {
@@ -535,8 +570,8 @@ impl Partition {
     }
 
     /// The outcome here of `txn` if it is its client's last transaction delivered here and is
-    /// decided (`Some(true)`: committed): what tells a replica restored from a snapshot the fate
-    /// of its own clients' transactions the snapshot covers, whose deliveries it never sees.
+    /// decided (`Some(true)`: committed): what a copy of that request delivered again is
+    /// answered with ([`Answer`]).
     pub fn outcome_of(&self, txn: TxnId) -> Option<bool> {
         self.last_seq
             .get(&txn.origin)

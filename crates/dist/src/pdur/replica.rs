@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 
 use super::client::SnapshotSource;
-use super::partition::{Decision, Effects, Partition, ReadError, ReadReply, VoteMsg};
+use super::partition::{Answer, Decision, Effects, Partition, ReadError, ReadReply, VoteMsg};
 use super::request::{CertRequest, PartitionId, RequestError, Sc, partition_of};
 use crate::ramp::msg::{Key, Value};
 
@@ -17,6 +17,7 @@ pub struct Replica {
     parts: Vec<Partition>,
     votes: VecDeque<VoteMsg>,
     decisions: Vec<Decision>,
+    answers: Vec<Answer>,
     fx: Effects,
 }
 
@@ -33,6 +34,7 @@ impl Replica {
                 .collect(),
             votes: VecDeque::new(),
             decisions: Vec::new(),
+            answers: Vec::new(),
             fx: Effects::default(),
         }
     }
@@ -136,11 +138,17 @@ impl Replica {
     fn absorb(&mut self) {
         self.votes.extend(self.fx.votes.drain(..));
         self.decisions.append(&mut self.fx.decisions);
+        self.answers.append(&mut self.fx.answers);
     }
 
     /// The decisions taken since the last call (one per partition a transaction touched).
     pub fn take_decisions(&mut self) -> Vec<Decision> {
         std::mem::take(&mut self.decisions)
+    }
+
+    /// The outcomes told again since the last call ([`Answer`]).
+    pub fn take_answers(&mut self) -> Vec<Answer> {
+        std::mem::take(&mut self.answers)
     }
 
     /// Each partition's digest ([`Partition::digest`]).

@@ -254,6 +254,11 @@ pub struct NodeCounters {
     /// Other replicas' cross-partition requests proposed to the groups that had not delivered
     /// them after [`PARTIAL_NS`] ([`ReplicaNode::finish_partial`]).
     pub rebroadcasts: u64,
+    /// At the stop: this node's proposals not yet delivered by every group they name.
+    pub undelivered: u64,
+    /// At the stop: local clients inside a transaction plus transactions waiting for votes
+    /// (non-zero: the replica did not drain).
+    pub busy: u64,
 }
 
 /// A partition's image from its worker: the partition, the payloads it reflects, the bytes.
@@ -513,6 +518,9 @@ impl ReplicaNode {
         while self.replica.busy() > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
         }
+        let mut counters = self.counters;
+        counters.undelivered = self.pending.len() as u64;
+        counters.busy = self.replica.busy();
         let stopped = self.replica.stop();
         ServeReport {
             node: self.me,
@@ -520,7 +528,7 @@ impl ReplicaNode {
             digests: stopped.iter().map(|s| s.partition.digest()).collect(),
             cpu_ns: stopped.iter().map(|s| s.cpu_ns).collect(),
             measured_ns: self.measured_ns,
-            counters: self.counters,
+            counters,
             stopped,
         }
     }
@@ -719,6 +727,13 @@ impl ServeReport {
         line("snapshots", c.snapshots);
         line("reproposed", c.reproposed);
         line("rebroadcasts", c.rebroadcasts);
+        line("undelivered", c.undelivered);
+        line("busy", c.busy);
+        let again = self
+            .stopped
+            .iter()
+            .map(|s| s.partition.stats().answered_again);
+        line("answered_again", again.sum());
         out
     }
 

@@ -22,7 +22,7 @@ use smallvec::SmallVec;
 
 use super::client::{Finish, SnapshotSource, Transaction};
 use super::history::HistoryRecorder;
-use super::partition::{Decision, Effects, Partition, ReadError, ReadReply};
+use super::partition::{Answer, Decision, Effects, Partition, ReadError, ReadReply};
 use super::request::{CertRequest, PartitionId, ReadItem, Sc, TxnId, partition_of};
 use super::workload::{Generator, Logic};
 use crate::ramp::msg::{Key, Value};
@@ -105,7 +105,11 @@ enum Msg {
     /// A snapshot of this partition is no longer in use.
     Release(Sc),
     /// A local client's transaction was decided at its first partition.
-    Outcome { client: u32, committed: bool },
+    Outcome {
+        client: u32,
+        seq: u64,
+        committed: bool,
+    },
     /// A read from outside the worker threads.
     ExternalRead {
         keys: SmallVec<[Key; 4]>,
@@ -270,7 +274,7 @@ struct Shared {
     load_on: AtomicBool,
     /// Per worker: local clients inside a transaction plus transactions waiting for votes.
     busy: Vec<Published>,
-    decisions: Mutex<Sender<Decision>>,
+    decisions: Mutex<Sender<Answer>>,
     /// Whether local clients' transactions are counted (off during warm-up).
     measuring: AtomicBool,
     replica: u8,
@@ -282,7 +286,7 @@ struct Shared {
 pub struct ThreadedReplica {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<Stopped>>,
-    decisions: Receiver<Decision>,
+    decisions: Receiver<Answer>,
     partitions: usize,
 }
 
@@ -439,13 +443,13 @@ impl ThreadedReplica {
     }
 
     /// Decisions at each transaction's first partition for clients outside the replica.
-    pub fn decisions(&self) -> &Receiver<Decision> {
+    pub fn decisions(&self) -> &Receiver<Answer> {
         &self.decisions
     }
 
     /// Takes the receiver of [`ThreadedReplica::decisions`] (for a client endpoint's
     /// dispatcher), leaving one that receives nothing.
-    pub fn take_decisions(&mut self) -> Receiver<Decision> {
+    pub fn take_decisions(&mut self) -> Receiver<Answer> {
         std::mem::replace(&mut self.decisions, channel().1)
     }
 
@@ -656,7 +660,7 @@ struct Worker {
     part: Partition,
     inbox: Receiver<Msg>,
     shared: Arc<Shared>,
-    decisions: Sender<Decision>,
+    decisions: Sender<Answer>,
     clients: Vec<Client>,
     generator: Option<Box<dyn Generator + Send>>,
     fx: Effects,
@@ -832,7 +836,11 @@ impl Worker {
                     self.part.release(st);
                 }
             }
-            Msg::Outcome { client, committed } => self.on_outcome(client, committed),
+            Msg::Outcome {
+                client,
+                seq,
+                committed,
+            } => self.on_outcome(client, seq, committed),
             Msg::ExternalRead {
                 keys,
                 st,
@@ -892,29 +900,39 @@ impl Worker {
             if self.record {
                 self.recorded.push(d);
             }
-            if !d.reply {
-                continue;
+            if d.reply {
+                self.answer(Answer::from(&d));
             }
-            let client = d.txn.origin;
-            if client & LOCAL_ORIGIN == 0 {
-                let _ = self.decisions.send(d);
-                continue;
-            }
-            if origin_replica(client) != self.shared.replica {
-                continue;
-            }
-            let home = origin_home(client);
-            if home == self.me {
-                self.on_outcome(client, d.outcome.is_ok());
-            } else {
-                self.send(
-                    home,
-                    Msg::Outcome {
-                        client,
-                        committed: d.outcome.is_ok(),
-                    },
-                );
-            }
+        }
+        let answers: SmallVec<[Answer; 2]> = self.fx.answers.drain(..).collect();
+        for a in answers {
+            self.answer(a);
+        }
+    }
+
+    /// Tells a transaction's outcome to its client: one outside the workers through
+    /// [`ThreadedReplica::decisions`], a local one of this replica at its home worker.
+    fn answer(&mut self, a: Answer) {
+        let client = a.txn.origin;
+        if client & LOCAL_ORIGIN == 0 {
+            let _ = self.decisions.send(a);
+            return;
+        }
+        if origin_replica(client) != self.shared.replica {
+            return;
+        }
+        let home = origin_home(client);
+        if home == self.me {
+            self.on_outcome(client, a.txn.seq, a.committed);
+        } else {
+            self.send(
+                home,
+                Msg::Outcome {
+                    client,
+                    seq: a.txn.seq,
+                    committed: a.committed,
+                },
+            );
         }
     }
 
@@ -1159,8 +1177,13 @@ impl Worker {
         self.clients[c].state = State::Idle;
     }
 
-    fn on_outcome(&mut self, client: u32, committed: bool) {
+    /// Ends local client `client`'s wait if it waits for transaction `seq` (an outcome told
+    /// again for an earlier one is ignored).
+    fn on_outcome(&mut self, client: u32, seq: u64, committed: bool) {
         let c = self.client_index(client);
+        if self.clients[c].seq != seq {
+            return;
+        }
         if let State::Waiting { kind, started } =
             std::mem::replace(&mut self.clients[c].state, State::Idle)
         {

@@ -28,7 +28,7 @@ use smallvec::SmallVec;
 
 use super::wire::{self, FrameError, MAX_TAGS, Reply, Request};
 use crate::pdur::client::{Finish, SnapshotSource, Transaction};
-use crate::pdur::partition::{Decision, ReadError, ReadReply};
+use crate::pdur::partition::{Answer, ReadError, ReadReply};
 use crate::pdur::request::{MAX_OPS, MAX_VALUE, PartitionId, Sc, TxnId, partition_of};
 use crate::pdur::threaded::{External, ExternalSink, LOCAL_ORIGIN, ReplicaHandle};
 use crate::ramp::msg::Key;
@@ -81,7 +81,7 @@ impl Endpoint {
     pub fn start(
         listener: TcpListener,
         handle: ReplicaHandle,
-        decisions: Receiver<Decision>,
+        decisions: Receiver<Answer>,
     ) -> std::io::Result<Endpoint> {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
@@ -137,7 +137,7 @@ impl Endpoint {
     }
 }
 
-fn dispatch(decisions: Receiver<Decision>, registry: &Registry, replica: u8, stop: &AtomicBool) {
+fn dispatch(decisions: Receiver<Answer>, registry: &Registry, replica: u8, stop: &AtomicBool) {
     while !stop.load(Ordering::Acquire) {
         let d = match decisions.recv_timeout(Duration::from_millis(20)) {
             Ok(d) => d,
@@ -153,7 +153,7 @@ fn dispatch(decisions: Receiver<Decision>, registry: &Registry, replica: u8, sto
             let _ = s.send(Event::Decided {
                 tag: (o & ((1 << TAG_BITS) - 1)) as u8,
                 seq: d.txn.seq,
-                committed: d.outcome.is_ok(),
+                committed: d.committed,
             });
         }
     }
