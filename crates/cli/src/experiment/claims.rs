@@ -60,6 +60,15 @@ pub fn ratio(a: f64, b: f64) -> Option<f64> {
     (b != 0.0).then(|| a / b)
 }
 
+/// The median of `v` (the upper one of an even count; `None` if empty).
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
 /// A ratio as "1.23x", or "n/a".
 pub fn times(r: Option<f64>) -> String {
     r.map_or_else(|| "n/a".into(), |r| format!("{r:.2}x"))

@@ -11,7 +11,7 @@ use phasedb_txn::Config;
 use phasedb_workloads::BenchOptions;
 use phasedb_workloads::ycsb::{Variant, Ycsb, YcsbConfig};
 
-use super::super::claims::{Claim, Verdict, times};
+use super::super::claims::{Claim, Verdict, median, times};
 use super::super::plot::{PlotSpec, RightPanel};
 use super::super::report::Report;
 use super::super::sweep::{Metrics, Row};
@@ -192,15 +192,6 @@ fn served(s: &Settings, cfg: &YcsbConfig, addr: SocketAddr, pipeline: usize, rou
             check: Err(e),
         },
     }
-}
-
-/// The median of `v` (`None` if empty).
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(v[v.len() / 2])
 }
 
 fn listed(v: &[f64], f: impl Fn(f64) -> String) -> String {

@@ -10,7 +10,7 @@ use phasedb_workloads::tpcc::{Tpcc, TpccConfig, TpccMix};
 use phasedb_workloads::ycsb::{Variant, Ycsb, YcsbConfig};
 use phasedb_workloads::{BenchOptions, BenchResult, Workload};
 
-use super::super::claims::{Claim, Verdict, times};
+use super::super::claims::{Claim, Verdict, median, times};
 use super::super::plot::{Dashes, PlotSpec, RightPanel};
 use super::super::report::Report;
 use super::super::sweep::{Metrics, Row};
@@ -196,15 +196,6 @@ impl CostRun {
             applicable: self.check.clone(),
         }
     }
-}
-
-/// The median of `v` (`None` if empty).
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(v[v.len() / 2])
 }
 
 /// Per round, the logging run's throughput over the run without (of `load`), by `f`.
