@@ -14,10 +14,11 @@ pub struct ServeArgs {
     /// Concurrency-control protocol of the engine.
     #[arg(long, short, default_value = "occ", value_parser = clap::builder::PossibleValuesParser::new(PROTOCOLS))]
     protocol: String,
-    /// Engine threads running transactions (default: the number of cores).
+    /// Engine threads, each serving its connections and running their transactions (default: the
+    /// number of cores).
     #[arg(long, short)]
     threads: Option<usize>,
-    /// Network runtime threads.
+    /// Runtime threads that accept connections (engine threads serve them).
     #[arg(long, default_value_t = 1)]
     io_threads: usize,
     /// A file holding the token clients must present (surrounding whitespace ignored).

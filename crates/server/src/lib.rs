@@ -1,8 +1,9 @@
 //! `phasedb serve`: the embedded engine behind a TCP server speaking the client protocol of
 //! `phasedb-proto` (`docs/wire-protocol.md`).
 //!
-//! A tokio runtime accepts connections and reads and writes their frames; transactions run on
-//! engine threads, each with its own `Worker` ([`engine`]). Interactive transactions are statement
+//! A tokio runtime accepts connections and hands each to an engine thread, which owns a `Worker`
+//! and runs a single-threaded runtime of its own: the connection's frames are read, run and
+//! answered on that one thread ([`engine`]). Interactive transactions are statement
 //! logs validated by replay at commit ([`interactive`]). Shutdown stops accepting, lets every batch
 //! already read finish and answers later ones with `ShuttingDown`, then stops the engine threads:
 //! a transaction either commits whole or is not run.
@@ -40,7 +41,8 @@ pub struct ServerConfig {
     pub protocol: String,
     /// Engine threads.
     pub threads: usize,
-    /// Runtime threads for the network.
+    /// Runtime threads that accept connections (each connection is then served by an engine
+    /// thread).
     pub io_threads: usize,
     /// The token clients must present, if any.
     pub token: Option<String>,
@@ -263,13 +265,44 @@ async fn accept_loop(
             drop(stream);
             continue;
         }
-        let shared = shared.clone();
+        // Moved to the engine thread that serves it, whose runtime takes the socket over.
+        let Ok(stream) = stream.into_std() else {
+            continue;
+        };
         next += 1;
         let shard = next;
+        let (done, finished) = tokio::sync::oneshot::channel::<()>();
+        let served = Served {
+            shared: shared.clone(),
+            _done: done,
+        };
         shared.connections.fetch_add(1, Ordering::Relaxed);
+        shared.engine.host(
+            shard,
+            Box::new(move || {
+                Box::pin(async move {
+                    if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
+                        conn::serve(stream, served.shared.clone(), shard).await;
+                    }
+                    drop(served);
+                })
+            }),
+        );
         conns.spawn(async move {
-            conn::serve(stream, shared.clone(), shard).await;
-            shared.connections.fetch_sub(1, Ordering::Relaxed);
+            let _ = finished.await;
         });
+    }
+}
+
+/// A connection being served: when it ends (or is dropped unserved, the engine having stopped),
+/// the count goes down and the accept loop's waiter for it finishes.
+struct Served {
+    shared: Arc<Shared>,
+    _done: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.shared.connections.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -278,3 +278,62 @@ fn a_thousand_concurrent_connections_each_run_a_transaction() {
         assert_eq!(balance(&mut c, t, key), Some(key as i64));
     }
 }
+
+/// Each engine thread serves its own connections: table changes, which pause every engine
+/// thread, interleave with clients on both threads adding to counters, and neither side stalls
+/// or loses an add.
+#[test]
+fn tables_change_while_connections_on_every_engine_thread_run_transactions() {
+    let s = server("occ", None);
+    let mut c = connect(&s);
+    let t = accounts(&mut c).id;
+    let clients = 4u64;
+    let adds = 300;
+    for k in 0..clients {
+        c.execute(vec![put(t, k, 0)]).unwrap();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let workers: Vec<_> = (0..clients)
+        .map(|k| {
+            let mut w = connect(&s);
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for _ in 0..adds {
+                    w.execute(vec![Op::Apply {
+                        table: t,
+                        key: k,
+                        column: 0,
+                        op: Arith::Add,
+                        arg: 1,
+                        commute: false,
+                    }])
+                    .unwrap();
+                }
+                tx.send(()).unwrap();
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut changes = 0;
+    loop {
+        let name = format!("extra{changes}");
+        c.create_table(phasedb_client::TableDef {
+            name: name.clone(),
+            ..crate::accounts_def()
+        })
+        .expect("a table is created while transactions run");
+        c.drop_table(&name).expect("and dropped");
+        changes += 1;
+        match rx.recv_timeout(Duration::from_millis(1)) {
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            _ => assert!(changes < 100_000, "the clients stalled"),
+        }
+    }
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert!(changes > 0);
+    for k in 0..clients {
+        assert_eq!(balance(&mut c, t, k), Some(adds));
+    }
+}

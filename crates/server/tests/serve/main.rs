@@ -60,7 +60,12 @@ pub fn connect(s: &Server) -> Client {
 
 /// `accounts(balance i64 [group 0], name bounded(16) [group 1])`, ordered.
 pub fn accounts(c: &mut Client) -> TableInfo {
-    c.create_table(TableDef {
+    c.create_table(accounts_def()).expect("table created")
+}
+
+/// The definition [`accounts`] creates.
+pub fn accounts_def() -> TableDef {
+    TableDef {
         name: "accounts".into(),
         columns: vec![
             ColumnDef {
@@ -76,8 +81,7 @@ pub fn accounts(c: &mut Client) -> TableInfo {
         ],
         capacity: 1024,
         ordered: true,
-    })
-    .expect("table created")
+    }
 }
 
 /// The balance of row `key`, `None` if absent.
