@@ -3,17 +3,19 @@
 //! write at the end of a log).
 //!
 //! ```text
-//! block := BLOCK_MAGIC (u32 LE) · kind (u8) · len (u32 LE) · checksum (u64 LE) · payload (len bytes)
+//! block := BLOCK_MAGIC (u32 LE) · kind (u8) · len (u32 LE) · crc32 (u32 LE) · payload (len bytes)
 //! ```
 //!
-//! The checksum covers the kind, the length and the payload. A reader takes blocks from the start
+//! The checksum is a CRC-32 (the `crc32fast` crate, which folds with carry-less multiplies: the
+//! logger checksums every byte a worker logs, so a byte-at-a-time or word-chained hash showed in its
+//! profile) of the kind, the length and the payload. A reader takes blocks from the start
 //! and stops at the first one that is incomplete, misframed or fails its checksum: everything
 //! before it is whole, nothing after it is trusted.
 
 /// First bytes of every block.
-pub(crate) const BLOCK_MAGIC: u32 = 0x5044_4231; // "PDB1"
+pub(crate) const BLOCK_MAGIC: u32 = 0x5044_4232; // "PDB2"
 /// Bytes before a block's payload.
-pub(crate) const HEADER: usize = 4 + 1 + 4 + 8;
+pub(crate) const HEADER: usize = 4 + 1 + 4 + 4;
 /// Largest payload a reader accepts (a longer length is corruption).
 pub(crate) const MAX_PAYLOAD: usize = 256 << 20;
 
@@ -60,7 +62,7 @@ pub(crate) fn header(kind: Kind, payload: &[u8]) -> [u8; HEADER] {
     h[0..4].copy_from_slice(&BLOCK_MAGIC.to_le_bytes());
     h[4] = kind as u8;
     h[5..9].copy_from_slice(&len.to_le_bytes());
-    h[9..17].copy_from_slice(&checksum(kind as u8, len, payload).to_le_bytes());
+    h[9..13].copy_from_slice(&checksum(kind as u8, len, payload).to_le_bytes());
     h
 }
 
@@ -86,38 +88,19 @@ fn one(bytes: &[u8], at: usize) -> Option<(Kind, &[u8], usize)> {
     if len as usize > MAX_PAYLOAD {
         return None;
     }
-    let sum = u64::from_le_bytes(head[9..17].try_into().ok()?);
+    let sum = u32::from_le_bytes(head[9..13].try_into().ok()?);
     let start = at + HEADER;
     let payload = bytes.get(start..start + len as usize)?;
     (checksum(head[4], len, payload) == sum).then_some((kind, payload, start + len as usize))
 }
 
-/// A 64-bit checksum of a block's kind, length and payload: eight bytes at a time, each word mixed
-/// by a multiply and a rotation (not cryptographic; it detects torn and garbled writes).
-pub(crate) fn checksum(kind: u8, len: u32, payload: &[u8]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h = (kind as u64) << 32 | len as u64;
-    h = mix(h ^ K);
-    let mut chunks = payload.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_le_bytes(c.try_into().expect("eight bytes"));
-        h = (h ^ mix(w))
-            .rotate_left(27)
-            .wrapping_mul(K)
-            .wrapping_add(0x52dc_e729);
-    }
-    let mut tail = [0u8; 8];
-    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-    h ^= mix(u64::from_le_bytes(tail) ^ payload.len() as u64);
-    mix(h)
-}
-
-fn mix(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
+/// The CRC-32 of a block's kind, length and payload: detects torn and garbled writes.
+pub(crate) fn checksum(kind: u8, len: u32, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&[kind]);
+    h.update(&len.to_le_bytes());
+    h.update(payload);
+    h.finalize()
 }
 
 #[cfg(test)]

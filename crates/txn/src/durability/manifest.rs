@@ -11,8 +11,9 @@ use super::checkpoint::write_synced;
 
 /// Version of the on-disk format (blocks, record format, checkpoint layout). Version 2 logs an
 /// update's written columns only (partial group images, replayed in TID order per row); a
-/// version-1 reader would misapply them, so directories of either version refuse the other build.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// version-1 reader would misapply them. Version 3 checksums blocks with CRC-32 (a version-2
+/// reader would find every block corrupt). Directories of another version are refused.
+pub(crate) const FORMAT_VERSION: u32 = 3;
 /// The manifest's file name.
 pub(crate) const NAME: &str = "MANIFEST";
 const HEADER: &str = "phasedb data directory";

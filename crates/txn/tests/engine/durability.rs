@@ -656,13 +656,13 @@ fn a_directory_of_another_format_version_is_refused() {
     }
     let manifest = dir.0.join("MANIFEST");
     let text = std::fs::read_to_string(&manifest).unwrap();
-    let older = text.replacen("format 2\n", "format 1\n", 1);
+    let older = text.replacen("format 3\n", "format 2\n", 1);
     assert_ne!(older, text, "the manifest names its format version");
     std::fs::write(&manifest, older).unwrap();
     let (mut db, _) = bank(config(&dir.0, 1, Duration::from_millis(5)), INITIAL);
     let err = db.start_durability().unwrap_err();
     assert!(matches!(err, DurabilityError::Version { .. }), "{err}");
-    assert!(err.to_string().contains("format version 1"), "{err}");
+    assert!(err.to_string().contains("format version 2"), "{err}");
 }
 
 /// Marks records split before a run (Doppel).
