@@ -50,15 +50,21 @@ class DecodeError(Exception):
     """Bytes that are not a valid message."""
 
 
+# The group byte of a column whose group the server chooses (the protocol's AUTO_GROUP).
+AUTO_GROUP = 0xFF
+
+
 @dataclass
 class Column:
     """A column of a table: name, kind (``"U64"``, ``"I64"``, ``"F64"``, ``("Fixed", n)``,
     ``("Bounded", n)``, ``("Tuple", n)``: an ordered tuple of up to n bytes, ``("TopK", k, n)``: the k
-    best of them) and column group (columns of one group share a version)."""
+    best of them) and column group (columns of one group share a version). A table whose columns
+    all leave ``group`` as ``None`` gets automatic groups: the server groups the columns by how
+    transactions use them; give every column a group, or none."""
 
     name: str
     kind: Union[str, Tuple[Any, ...]]
-    group: int = 0
+    group: Optional[int] = None
 
 
 @dataclass
@@ -229,7 +235,7 @@ def request(req_id: int, req: Union[str, Tuple[Any, ...]]) -> bytes:
         for c in t.columns:
             w.str(c.name)
             w.column_kind(c.kind)
-            w.buf.append(c.group)
+            w.buf.append(AUTO_GROUP if c.group is None else c.group)
         w.varint(t.capacity)
         w.bool(t.ordered)
     elif name in ("DescribeTable", "DropTable"):
@@ -354,7 +360,8 @@ class Reader:
                 kind = ("TopK", self.byte(), self.varint())
             elif kind_tag >= 3:
                 kind = (COLUMN_KINDS[kind_tag], self.varint())
-            return Column(cname, kind, self.byte())
+            group = self.byte()
+            return Column(cname, kind, None if group == AUTO_GROUP else group)
 
         cols = self.seq(column)
         return TableInfo(tid, name, cols, self.varint(), self.bool())

@@ -70,7 +70,7 @@ class ClientTest(unittest.TestCase):
         with self.connect() as db:
             t = db.create_table(
                 "py_accounts",
-                [Column("balance", "I64"), Column("owner", ("Bounded", 16), group=1)],
+                [Column("balance", "I64", group=0), Column("owner", ("Bounded", 16), group=1)],
                 ordered=True,
             )
             self.assertEqual(db.describe_table("py_accounts").id, t.id)
@@ -100,7 +100,7 @@ class ClientTest(unittest.TestCase):
         with self.connect() as db:
             t = db.create_table(
                 "py_leaders",
-                [Column("best", ("Tuple", 8)), Column("top", ("TopK", 2, 4), group=1)],
+                [Column("best", ("Tuple", 8), group=0), Column("top", ("TopK", 2, 4), group=1)],
             )
             self.assertEqual(db.describe_table("py_leaders").columns[1].kind, ("TopK", 2, 4))
             db.execute([("Insert", t.id, 1, [])])
@@ -162,6 +162,16 @@ class ClientTest(unittest.TestCase):
                 tx.commit()
             self.assertTrue(e.exception.retryable)
             self.assertEqual(a.execute([("Get", t.id, 1, [])]), [("Row", [("U64", 2)])])
+
+    def test_columns_without_groups_make_an_automatic_table(self) -> None:
+        with self.connect() as db:
+            t = db.create_table("py_auto", [Column("a", "I64"), Column("b", "I64")])
+            self.assertEqual([c.group for c in db.describe_table("py_auto").columns], [None, None])
+            db.execute([("Put", t.id, 1, [(0, ("I64", 3)), (1, ("I64", 4))])])
+            self.assertEqual(db.execute([("Get", t.id, 1, [1])]), [("Row", [("I64", 4)])])
+            with self.assertRaises(Error) as err:
+                db.create_table("py_mixed", [Column("a", "I64", group=0), Column("b", "I64")])
+            self.assertIn("no group while others have one", str(err.exception))
 
     def test_procedures_by_name(self) -> None:
         with self.connect() as db:

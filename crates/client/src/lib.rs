@@ -38,8 +38,8 @@ use std::net::{TcpStream, ToSocketAddrs};
 
 pub use async_client::AsyncClient;
 pub use phasedb_proto::{
-    AbortCause, Arith, ColumnDef, ColumnKind, ErrorKind, Op, OpResult, OrderedOp, Request,
-    Response, StatsReply, TableDef, TableInfo, Value, Welcome,
+    AUTO_GROUP, AbortCause, Arith, ColumnDef, ColumnKind, ErrorKind, Op, OpResult, OrderedOp,
+    Request, Response, StatsReply, TableDef, TableInfo, Value, Welcome,
 };
 use phasedb_proto::{
     DEFAULT_MAX_FRAME, FrameReader, Hello, HelloReply, MAGIC, VERSION, decode, decode_response,

@@ -48,12 +48,18 @@ pub enum ColumnKind {
     },
 }
 
+/// The [`ColumnDef::group`] of a column whose group the server chooses. A table whose columns
+/// all have it gets automatic column groups: the engine groups the columns by how transactions
+/// use them, and changes the groups as the workload changes (one group where the engine cannot).
+pub const AUTO_GROUP: u8 = u8::MAX;
+
 /// A column of a table definition.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ColumnDef {
     pub name: String,
     pub kind: ColumnKind,
-    /// The column group: columns of one group share their version (the unit of conflict).
+    /// The column group: columns of one group share their version (the unit of conflict); or
+    /// [`AUTO_GROUP`] in every column of the table.
     pub group: u8,
 }
 

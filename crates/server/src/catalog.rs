@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use phasedb_proto::{ColumnDef, ColumnKind, TableDef, TableInfo};
+use phasedb_proto::{AUTO_GROUP, ColumnDef, ColumnKind, TableDef, TableInfo};
 use phasedb_storage::{ColumnType, Schema, TableId, TableSpec};
 
 /// The most rows a table definition may ask to be sized for (the hash index is allocated for it).
@@ -106,7 +106,10 @@ pub fn spec(def: &TableDef, catalog: &Catalog) -> Result<TableSpec, String> {
             ColumnKind::TopK { k, n } => ColumnType::TopK { k, n },
         };
         bytes += ty.width();
-        b = b.column(&c.name, ty, c.group as usize);
+        b = match c.group {
+            AUTO_GROUP => b.auto_column(&c.name, ty),
+            g => b.column(&c.name, ty, g as usize),
+        };
     }
     if bytes > MAX_ROW_BYTES {
         return Err(format!("a row has at most {MAX_ROW_BYTES} bytes"));
@@ -117,7 +120,7 @@ pub fn spec(def: &TableDef, catalog: &Catalog) -> Result<TableSpec, String> {
     if def
         .columns
         .iter()
-        .any(|c| c.group as usize >= Schema::MAX_GROUPS)
+        .any(|c| c.group != AUTO_GROUP && c.group as usize >= Schema::MAX_GROUPS)
     {
         return Err(format!(
             "column groups are numbered below {}",

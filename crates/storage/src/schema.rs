@@ -117,6 +117,11 @@ pub enum SchemaError {
     GroupCount { got: usize, want: usize },
     #[error("a regrouped schema must have the same columns in the same order")]
     ColumnsDiffer,
+    #[error(
+        "column `{0}` has no group while others have one: declare a group for every column, or \
+         for none (automatic groups)"
+    )]
+    MixedGroups(String),
 }
 
 /// The typed layout of a table's rows: columns packed by group, each group starting on a word boundary.
@@ -126,6 +131,8 @@ pub struct Schema {
     spans: Vec<WordSpan>,
     groups: Vec<Group>,
     row_words: usize,
+    /// Declared without groups: the engine chooses them (laid out as one group to start).
+    auto_groups: bool,
 }
 
 impl Schema {
@@ -135,6 +142,12 @@ impl Schema {
     /// Starts a schema definition.
     pub fn builder() -> SchemaBuilder {
         SchemaBuilder::default()
+    }
+
+    /// Whether the schema was declared without column groups ([`SchemaBuilder::auto_column`]),
+    /// leaving them to the engine: it starts as one group.
+    pub fn auto_groups(&self) -> bool {
+        self.auto_groups
     }
 
     /// Columns in declaration order.
@@ -238,13 +251,20 @@ impl Schema {
 /// Declares a schema column by column; see [`Schema::builder`].
 #[derive(Default)]
 pub struct SchemaBuilder {
-    columns: Vec<(String, ColumnType, usize)>,
+    columns: Vec<(String, ColumnType, Option<usize>)>,
 }
 
 impl SchemaBuilder {
     /// Adds a column in column group `group` (groups are numbered from 0 without gaps).
     pub fn column(mut self, name: &str, ty: ColumnType, group: usize) -> Self {
-        self.columns.push((name.to_string(), ty, group));
+        self.columns.push((name.to_string(), ty, Some(group)));
+        self
+    }
+
+    /// Adds a column without a group. A schema whose columns all come this way has automatic
+    /// groups ([`Schema::auto_groups`]); one that mixes both ways is refused.
+    pub fn auto_column(mut self, name: &str, ty: ColumnType) -> Self {
+        self.columns.push((name.to_string(), ty, None));
         self
     }
 
@@ -256,7 +276,12 @@ impl SchemaBuilder {
         if self.columns.len() > 64 {
             return Err(SchemaError::TooManyColumns(self.columns.len()));
         }
-        let n_groups = self.columns.iter().map(|c| c.2).max().unwrap_or(0) + 1;
+        let auto_groups = self.columns.iter().all(|c| c.2.is_none());
+        if !auto_groups && let Some(c) = self.columns.iter().find(|c| c.2.is_none()) {
+            return Err(SchemaError::MixedGroups(c.0.clone()));
+        }
+        let group_of = |c: &(String, ColumnType, Option<usize>)| c.2.unwrap_or(0);
+        let n_groups = self.columns.iter().map(group_of).max().unwrap_or(0) + 1;
         if n_groups > Schema::MAX_GROUPS {
             return Err(SchemaError::TooManyGroups { got: n_groups });
         }
@@ -271,10 +296,10 @@ impl SchemaBuilder {
         let mut columns: Vec<Column> = self
             .columns
             .iter()
-            .map(|(name, ty, group)| Column {
-                name: name.clone(),
-                ty: *ty,
-                group: *group,
+            .map(|c| Column {
+                name: c.0.clone(),
+                ty: c.1,
+                group: group_of(c),
                 offset: 0,
             })
             .collect();
@@ -307,6 +332,7 @@ impl SchemaBuilder {
             columns,
             groups,
             row_words: word,
+            auto_groups,
         })
     }
 }
@@ -314,6 +340,33 @@ impl SchemaBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn columns_declared_without_groups_make_one_automatic_group_and_mixing_is_refused() {
+        let auto = Schema::builder()
+            .auto_column("a", ColumnType::U64)
+            .auto_column("b", ColumnType::I64)
+            .build()
+            .unwrap();
+        assert!(auto.auto_groups());
+        assert_eq!(auto.groups().len(), 1);
+        assert_eq!(auto.group_of_columns(), vec![0, 0]);
+        let declared = Schema::builder()
+            .column("a", ColumnType::U64, 0)
+            .column("b", ColumnType::I64, 1)
+            .build()
+            .unwrap();
+        assert!(!declared.auto_groups());
+        assert!(!auto.regrouped(&[0, 1]).unwrap().auto_groups());
+        assert_eq!(
+            Schema::builder()
+                .column("a", ColumnType::U64, 0)
+                .auto_column("b", ColumnType::U64)
+                .build()
+                .unwrap_err(),
+            SchemaError::MixedGroups("b".into())
+        );
+    }
 
     #[test]
     fn groups_of_matches_the_groups_columns_for_any_group_count() {

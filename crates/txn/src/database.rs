@@ -195,14 +195,22 @@ impl<P: Protocol> Database<P> {
         &self.config
     }
 
-    /// Adds a table; tables are created before transactions start.
+    /// Adds a table; tables are created before transactions start. A schema declared without
+    /// column groups ([`phasedb_storage::Schema::auto_groups`]) gets automatic groups
+    /// ([`Database::set_auto_groups`]) where the engine can change them; elsewhere (a phased
+    /// protocol, a durable database) it keeps the one group it was laid out with.
     pub fn create_table(&mut self, spec: TableSpec) -> TableId {
         let id = self.tables.len() as TableId;
+        let auto = spec.schema.auto_groups();
         self.specs.push(spec.clone());
         std::sync::Arc::get_mut(&mut self.tables)
             .expect("tables are created before durable operation starts")
             .push(Table::new(id, spec));
         self.phantom_ts.push(Default::default());
+        if auto {
+            // A refusal leaves the table as laid out: one group, like a coarse schema.
+            let _ = self.set_auto_groups(id);
+        }
         id
     }
 

@@ -227,3 +227,39 @@ fn a_batch_naming_missing_and_dropped_tables_is_answered_in_order() {
     assert_eq!(k, 40);
     assert!(c.execute(vec![put(t, 1, 7)]).is_ok(), "the server goes on");
 }
+
+/// A table whose columns all leave their group to the server (`AUTO_GROUP`) is created with
+/// automatic groups and serves transactions; a definition that mixes both ways is refused.
+#[test]
+fn a_table_without_declared_groups_is_created_and_mixing_is_refused() {
+    use phasedb_client::{AUTO_GROUP, ColumnDef, ColumnKind, TableDef};
+    let s = server("occ", None);
+    let mut c = connect(&s);
+    let def = |groups: [u8; 2]| TableDef {
+        name: format!("auto{}", groups[0]),
+        columns: ["balance", "visits"]
+            .iter()
+            .zip(groups)
+            .map(|(name, group)| ColumnDef {
+                name: name.to_string(),
+                kind: ColumnKind::I64,
+                group,
+            })
+            .collect(),
+        capacity: 64,
+        ordered: false,
+    };
+    let t = c.create_table(def([AUTO_GROUP; 2])).unwrap();
+    assert_eq!(t.def.columns[1].group, AUTO_GROUP);
+    c.execute(vec![put(t.id, 1, 5)]).unwrap();
+    assert_eq!(balance(&mut c, t.id, 1), Some(5));
+    match c.create_table(def([0, AUTO_GROUP])) {
+        Err(ClientError::Server { message, .. }) => {
+            assert!(
+                message.contains("no group while others have one"),
+                "{message}"
+            )
+        }
+        other => panic!("a mixed definition was not refused: {other:?}"),
+    }
+}

@@ -148,21 +148,24 @@ fn split_workload(db: &Database<Occ>, t: phasedb_txn::TableId, until: Instant) {
     });
 }
 
-fn wide(fine_split: bool) -> (Database<Occ>, phasedb_txn::TableId) {
+/// A table of eight columns: declared without groups (automatic, the default) or all in one
+/// declared group.
+fn wide(auto: bool) -> (Database<Occ>, phasedb_txn::TableId) {
     let mut db = Database::<Occ>::open(Config {
         epoch_interval: Duration::from_millis(10),
         ..Config::default()
     });
     let mut b = Schema::builder();
     for c in 0..8 {
-        b = b.column(&format!("c{c}"), ColumnType::U64, 0);
+        b = match auto {
+            true => b.auto_column(&format!("c{c}"), ColumnType::U64),
+            false => b.column(&format!("c{c}"), ColumnType::U64, 0),
+        };
     }
     let t = db.create_table(TableSpec::new("wide", b.build().unwrap(), 16));
+    assert_eq!(db.auto_groups(t), auto);
     for k in 0..4 {
         db.load(t, k, |r| r.set_u64(0, k)).unwrap();
-    }
-    if fine_split {
-        db.set_auto_groups(t).unwrap();
     }
     db.set_granularity_config(GranularityConfig {
         plan_every_epochs: 1,
@@ -190,6 +193,30 @@ fn the_planner_splits_readers_from_writers_of_other_columns() {
         (1..4).all(|c| of(&format!("c{c}")) == of("c0")),
         "{groups:?}"
     );
+}
+
+#[test]
+fn a_table_with_declared_groups_is_never_regrouped() {
+    let (db, t) = wide(false);
+    split_workload(&db, t, Instant::now() + Duration::from_millis(500));
+    assert!(db.group_changes().is_empty(), "{:?}", db.group_changes());
+    assert_eq!(db.groups_of(t).len(), 1);
+}
+
+#[test]
+fn a_table_declared_without_groups_keeps_one_where_the_engine_cannot_regroup() {
+    let schema = Schema::builder()
+        .auto_column("a", ColumnType::U64)
+        .auto_column("b", ColumnType::U64)
+        .build()
+        .unwrap();
+    let mut doppel = Database::<phasedb_txn::Doppel>::open(Config::default());
+    let t = doppel.create_table(TableSpec::new("t", schema.clone(), 4));
+    assert!(!doppel.auto_groups(t));
+    assert_eq!(doppel.groups_of(t).len(), 1);
+    let mut occ = Database::<Occ>::open(Config::default());
+    let t = occ.create_table(TableSpec::new("t", schema, 4));
+    assert!(occ.auto_groups(t));
 }
 
 #[test]
