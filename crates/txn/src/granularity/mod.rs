@@ -49,6 +49,12 @@ pub struct GranularityConfig {
     pub plan_every_epochs: u64,
     /// Least time between two changes of one table's groups.
     pub min_interval: Duration,
+    /// Least time after a change before another may put back together columns it separated.
+    /// Once columns are split their false conflicts stop showing, so a merge rests on remembered
+    /// counts only; a split rests on aborts seen, so it is never held this way.
+    pub rejoin_hold: Duration,
+    /// How many times [`PlanConfig::min_gain`] such a rejoining change must gain.
+    pub rejoin_gain: f64,
     /// Weight kept by the counts of earlier rounds at each round (older samples fade).
     pub decay: f64,
     /// Weight kept by a remembered contention intensity at each round it is not measured.
@@ -67,6 +73,8 @@ impl Default for GranularityConfig {
         GranularityConfig {
             plan_every_epochs: 1,
             min_interval: Duration::from_millis(150),
+            rejoin_hold: Duration::from_secs(1),
+            rejoin_gain: 2.0,
             decay: 0.7,
             intensity_decay: 0.99,
             dense_rounds: 8,
@@ -93,6 +101,43 @@ pub struct GroupChange {
 struct TableMemory {
     stats: TableStats,
     last_change: Option<Instant>,
+    /// Each column's group before the last change.
+    before_last: Option<Vec<usize>>,
+}
+
+impl TableMemory {
+    /// Whether proposal `p` may replace grouping `current` at `now`: not within
+    /// [`GranularityConfig::min_interval`] of the last change, and, if it puts back together
+    /// columns the last change separated, only after [`GranularityConfig::rejoin_hold`] and for
+    /// [`GranularityConfig::rejoin_gain`] times the usual least gain (hysteresis against
+    /// splitting and merging the same columns in turn).
+    fn admits(&self, current: &[usize], p: &Plan, now: Instant, cfg: &GranularityConfig) -> bool {
+        let Some(at) = self.last_change else {
+            return true;
+        };
+        let since = now.duration_since(at);
+        if since < cfg.min_interval {
+            return false;
+        }
+        let rejoins = self
+            .before_last
+            .as_ref()
+            .is_some_and(|before| rejoins(before, current, &p.group_of));
+        !rejoins
+            || (since >= cfg.rejoin_hold
+                && p.current_cost - p.cost > cfg.rejoin_gain * cfg.plan.min_gain * p.current_cost)
+    }
+}
+
+/// Whether `proposed` groups together two columns that were together in `before` and apart in
+/// `current` (each slice gives every column's group).
+fn rejoins(before: &[usize], current: &[usize], proposed: &[usize]) -> bool {
+    let n = current.len().min(before.len()).min(proposed.len());
+    (0..n).any(|a| {
+        (a + 1..n).any(|b| {
+            before[a] == before[b] && current[a] != current[b] && proposed[a] == proposed[b]
+        })
+    })
 }
 
 struct Planner {
@@ -257,11 +302,13 @@ pub(crate) fn tick<P: Protocol>(db: &Database<P>, epoch: u64) {
             None
         } else {
             plan(&current, &memory.stats, &g.config.plan)
+                .filter(|p| memory.admits(&current, p, now, &g.config))
         };
         if let Some(p) = proposal
             && regroup::regroup(db, t_id, &p.group_of) == Ok(true)
         {
             memory.last_change = Some(now);
+            memory.before_last = Some(current);
             // Counts measured under the old groups would misjudge the new ones' conflicts.
             memory.stats.conflicts = 0.0;
             memory.stats.commits = 0.0;
@@ -447,5 +494,61 @@ impl<P: Protocol> Database<P> {
     /// Column names of each of table `t`'s current groups.
     pub fn groups_of(&self, t: TableId) -> Vec<Vec<String>> {
         describe(self.table(t).schema())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proposal(group_of: &[usize], current_cost: f64, cost: f64) -> Plan {
+        Plan {
+            group_of: group_of.to_vec(),
+            cost,
+            current_cost,
+        }
+    }
+
+    /// Counts that alternate every 50 ms between favouring a split of column 2 and favouring
+    /// one group: the split is taken, the merges that follow are held off, and no change flips
+    /// back and forth within a second.
+    #[test]
+    fn alternating_counts_split_once_and_do_not_flip_back() {
+        let cfg = GranularityConfig::default();
+        let start = Instant::now();
+        let mut memory = TableMemory::default();
+        let mut current = vec![0, 0, 0];
+        let mut changes = Vec::new();
+        for round in 0..20u32 {
+            let now = start + Duration::from_millis(50 * round as u64);
+            // A split gains a lot (aborts seen); a merge saves a TID word (a clear relative
+            // gain once the split stopped the aborts, but not twice the least gain).
+            let p = if round % 2 == 0 {
+                proposal(&[0, 0, 1], 0.05, 0.01)
+            } else {
+                proposal(&[0, 0, 0], 0.0104, 0.0080)
+            };
+            if p.group_of != current && memory.admits(&current, &p, now, &cfg) {
+                memory.last_change = Some(now);
+                memory.before_last = Some(std::mem::replace(&mut current, p.group_of));
+                changes.push(round);
+            }
+        }
+        assert_eq!(changes, vec![0], "changes at rounds {changes:?}");
+        // After the hold, a merge that gains more than twice the least gain is taken.
+        let later = start + cfg.rejoin_hold + Duration::from_millis(50);
+        assert!(!memory.admits(&current, &proposal(&[0, 0, 0], 0.0104, 0.0080), later, &cfg));
+        assert!(memory.admits(&current, &proposal(&[0, 0, 0], 0.0104, 0.0050), later, &cfg));
+        // A further split is never held by the rejoin rule.
+        let soon = start + cfg.min_interval + Duration::from_millis(1);
+        assert!(memory.admits(&current, &proposal(&[0, 1, 2], 0.05, 0.01), soon, &cfg));
+    }
+
+    #[test]
+    fn rejoining_means_merging_columns_the_last_change_separated() {
+        assert!(rejoins(&[0, 0, 0], &[0, 0, 1], &[0, 0, 0]));
+        assert!(!rejoins(&[0, 0, 0], &[0, 0, 1], &[0, 1, 2]));
+        assert!(!rejoins(&[0, 1, 1], &[0, 1, 2], &[0, 0, 2]));
+        assert!(rejoins(&[0, 1, 1], &[0, 1, 2], &[0, 1, 1]));
     }
 }
