@@ -25,13 +25,13 @@ pub enum ShiftGranularity {
 #[derive(Args, Debug)]
 pub struct ShiftArgs {
     /// Rows, all hot.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = ShiftConfig::default().rows)]
     rows: u64,
     /// Distinct rows per transaction.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = ShiftConfig::default().ops)]
     ops: usize,
     /// Share of transactions that update counters (the rest read others).
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = ShiftConfig::default().write_share)]
     write_share: f64,
     /// Seconds from the load to the change of which counters conflict.
     #[arg(long, default_value_t = 2.0)]
