@@ -9,9 +9,11 @@
 
 use std::collections::HashSet;
 
-use phasedb_check::check_serializable;
+#[path = "sim_pdur/history.rs"]
+mod history;
+use history::check_history;
+
 use phasedb_dist::broadcast::BroadcastConfig;
-use phasedb_dist::pdur::history::HistoryRecorder;
 use phasedb_dist::pdur::node::{PdurConfig, PdurMsg, PdurNode};
 use phasedb_dist::pdur::workload::micro::{MicroConfig, MicroType};
 use phasedb_net::Addr;
@@ -126,32 +128,6 @@ fn decisions(r: &PdurNode) -> HashSet<(u32, u64, u16, Option<u64>)> {
         .iter()
         .map(|d| (d.txn.origin, d.txn.seq, d.partition, d.outcome.ok()))
         .collect()
-}
-
-/// The history of replicas `nodes` is serializable: their recorders merged (a replica restored
-/// from a snapshot lacks the decisions it covered; each records only its own clients' read-only
-/// transactions), and each never-restored replica's own.
-fn check_history(sim: &Simulator<PdurNode>, nodes: &[Addr]) {
-    let seed = sim.seed();
-    let all = HistoryRecorder::merged(
-        nodes
-            .iter()
-            .map(|&n| sim.node(n).history().expect("recorded")),
-    )
-    .unwrap_or_else(|e| panic!("seed {seed}: {e} (replay: PHASEDB_SIM_SEED={seed})"));
-    if let Err(a) = check_serializable(&all.history(|_| true)) {
-        panic!("seed {seed}: not serializable: {a} (replay: PHASEDB_SIM_SEED={seed})");
-    }
-    for &n in nodes {
-        if sim.node(n).stats().restores == 0 {
-            let h = sim.node(n).history().expect("recorded").history(|_| true);
-            if let Err(a) = check_serializable(&h) {
-                panic!(
-                    "seed {seed}: replica {n}'s history is not serializable: {a} (replay: PHASEDB_SIM_SEED={seed})"
-                );
-            }
-        }
-    }
 }
 
 /// Every live replica has the same digests and decisions and no transaction waiting for votes;

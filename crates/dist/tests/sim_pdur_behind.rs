@@ -8,9 +8,10 @@
 //! and each never-restored replica's own). A failing run prints its seed (replay
 //! with `PHASEDB_SIM_SEED=<seed>`).
 
-use phasedb_check::check_serializable;
+#[path = "sim_pdur/history.rs"]
+mod history;
+use history::check_history;
 use phasedb_dist::broadcast::BroadcastConfig;
-use phasedb_dist::pdur::history::HistoryRecorder;
 use phasedb_dist::pdur::node::{PdurConfig, PdurNode};
 use phasedb_dist::pdur::workload::micro::{MicroConfig, MicroType};
 use phasedb_net::Addr;
@@ -129,25 +130,7 @@ fn a_replica_behind_twice_still_answers_its_clients_whose_transactions_a_snapsho
         }
         // The cluster's history (every replica's recorder merged: a restored replica's lacks the
         // decisions its snapshots covered) and the history of each replica never restored.
-        let all = HistoryRecorder::merged(
-            sim.addrs()
-                .iter()
-                .map(|&n| sim.node(n).history().expect("recorded")),
-        )
-        .unwrap_or_else(|e| panic!("seed {seed}: {e} (replay: PHASEDB_SIM_SEED={seed})"));
-        if let Err(a) = check_serializable(&all.history(|_| true)) {
-            panic!("seed {seed}: not serializable: {a} (replay: PHASEDB_SIM_SEED={seed})");
-        }
-        for n in sim.addrs() {
-            if sim.node(n).stats().restores == 0 {
-                let h = sim.node(n).history().expect("recorded").history(|_| true);
-                if let Err(a) = check_serializable(&h) {
-                    panic!(
-                        "seed {seed}: replica {n}'s history is not serializable: {a} (replay: PHASEDB_SIM_SEED={seed})"
-                    );
-                }
-            }
-        }
+        check_history(&sim, &sim.addrs());
         eprintln!(
             "seed {seed}: replica {BEHIND} waited on {waiting_while_behind:?} transactions while behind; {behind:?}"
         );
