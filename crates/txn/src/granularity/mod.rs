@@ -106,19 +106,16 @@ struct TableMemory {
 }
 
 impl TableMemory {
-    /// Whether proposal `p` may replace grouping `current` at `now`: not within
-    /// [`GranularityConfig::min_interval`] of the last change, and, if it puts back together
-    /// columns the last change separated, only after [`GranularityConfig::rejoin_hold`] and for
-    /// [`GranularityConfig::rejoin_gain`] times the usual least gain (hysteresis against
+    /// Whether proposal `p` may replace grouping `current` at `now` (the caller plans only once
+    /// [`GranularityConfig::min_interval`] has passed since the last change): if it puts back
+    /// together columns the last change separated, only after [`GranularityConfig::rejoin_hold`]
+    /// and for [`GranularityConfig::rejoin_gain`] times the usual least gain (hysteresis against
     /// splitting and merging the same columns in turn).
     fn admits(&self, current: &[usize], p: &Plan, now: Instant, cfg: &GranularityConfig) -> bool {
         let Some(at) = self.last_change else {
             return true;
         };
         let since = now.duration_since(at);
-        if since < cfg.min_interval {
-            return false;
-        }
         let rejoins = self
             .before_last
             .as_ref()
