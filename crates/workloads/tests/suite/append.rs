@@ -83,7 +83,16 @@ fn contended() -> AppendConfig {
 }
 
 /// Runs of `P` made before one shows contention (on a loaded machine a short run may see none).
-const ATTEMPTS: u64 = 6;
+const ATTEMPTS: u64 = 8;
+
+/// Length of the first run; each further attempt runs twice as long, up to [`LONGEST_RUN_MILLIS`],
+/// so that a machine loaded enough for blocking locks to time out (a holder descheduled past the
+/// deadlock timeout) still gives a run with enough commits, while an unloaded run's history stays
+/// small enough to check in a moment.
+const FIRST_RUN_MILLIS: u64 = 30;
+
+/// Longest run an attempt makes.
+const LONGEST_RUN_MILLIS: u64 = 240;
 
 /// phasedb's checker and adya find contended runs of `P` serializable, both on the values read and
 /// on the engine's history.
@@ -105,9 +114,10 @@ fn every_checker_agrees<P: Protocol>() {
 /// engine's history and on the values read) and for adya (on the values read).
 fn contended_run<P: Protocol>(cfg: AppendConfig, mut enough: impl FnMut(&str, &History) -> bool) {
     let first = seed_or(7);
-    for seed in first..first + ATTEMPTS {
-        let (r, observed) = run::<P>(cfg.clone(), 4, 30, seed);
-        let ctx = format!("{} with seed {seed}", P::NAME);
+    for (attempt, seed) in (first..first + ATTEMPTS).enumerate() {
+        let millis = (FIRST_RUN_MILLIS << attempt).min(LONGEST_RUN_MILLIS);
+        let (r, observed) = run::<P>(cfg.clone(), 4, millis, seed);
+        let ctx = format!("{} with seed {seed} for {millis} ms", P::NAME);
         let total = r.stats.total();
         eprintln!(
             "{ctx}: {} committed, {} conflicts, {} failed by choice, {} recorded",

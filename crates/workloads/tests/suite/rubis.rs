@@ -272,7 +272,12 @@ fn both_mixes<P: Protocol>() -> Vec<BenchResult> {
                 mix.name(),
                 seed()
             );
-            let r = run::<P>(small(mix), 300, false);
+            let r = common::long_enough(
+                |ms| run::<P>(small(mix), ms, false),
+                300,
+                TXN_TYPES.len(),
+                &ctx,
+            );
             every_type_commits(&r, &ctx);
             r
         })

@@ -525,7 +525,13 @@ fn mix<P: Protocol>(fine: bool, threads: usize, millis: u64) {
         fine,
         ..TpccConfig::default()
     };
-    every_type_commits(&run::<P>(cfg, threads, millis, false), &ctx);
+    let r = common::long_enough(
+        |ms| run::<P>(cfg.clone(), threads, ms, false),
+        millis,
+        TXN_TYPES.len(),
+        &ctx,
+    );
+    every_type_commits(&r, &ctx);
 }
 
 #[test]
@@ -567,7 +573,12 @@ fn doppel_keeps_the_conditions() {
 #[test]
 fn nocc_one_thread_keeps_the_conditions() {
     let ctx = format!("nocc, standard mix, 1 thread, seed {}", seed());
-    let r = run::<NoCc>(TpccConfig::default(), 1, 200, false);
+    let r = common::long_enough(
+        |ms| run::<NoCc>(TpccConfig::default(), 1, ms, false),
+        200,
+        TXN_TYPES.len(),
+        &ctx,
+    );
     every_type_commits(&r, &ctx);
     assert_eq!(r.stats.total().conflicts, 0, "{ctx}");
 }
