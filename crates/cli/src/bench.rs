@@ -477,15 +477,6 @@ pub fn run(args: BenchArgs) -> i32 {
     if c.protocol == ProtocolName::Atomic && !increments {
         return fail("the atomic protocol runs only the increment workloads (incr1, incrz)");
     }
-    let auto = match &args.workload {
-        WorkloadArgs::Ycsb(y) => y.granularity == Granularity::Auto,
-        WorkloadArgs::Tpcc(t) => t.granularity == Granularity::Auto,
-        WorkloadArgs::Shift(a) => a.granularity == crate::bench_shift::ShiftGranularity::Auto,
-        _ => false,
-    };
-    if auto && matches!(c.protocol, ProtocolName::Doppel) {
-        return fail("--granularity auto needs a protocol without phases (not doppel)");
-    }
     match &args.workload {
         WorkloadArgs::Ycsb(y) => {
             let variant = Variant::parse(y.variant.as_deref().unwrap_or("star"))

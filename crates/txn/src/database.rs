@@ -197,8 +197,7 @@ impl<P: Protocol> Database<P> {
 
     /// Adds a table; tables are created before transactions start. A schema declared without
     /// column groups ([`phasedb_storage::Schema::auto_groups`]) gets automatic groups
-    /// ([`Database::set_auto_groups`]) where the engine can change them; elsewhere (a phased
-    /// protocol, a durable database) it keeps the one group it was laid out with.
+    /// ([`Database::set_auto_groups`]), under every protocol and with or without durability.
     pub fn create_table(&mut self, spec: TableSpec) -> TableId {
         let id = self.tables.len() as TableId;
         let auto = spec.schema.auto_groups();
@@ -208,7 +207,8 @@ impl<P: Protocol> Database<P> {
             .push(Table::new(id, spec));
         self.phantom_ts.push(Default::default());
         if auto {
-            // A refusal leaves the table as laid out: one group, like a coarse schema.
+            // A refusal (past the 64 tables sampling covers) leaves the table as laid out: one
+            // group, like a coarse schema.
             let _ = self.set_auto_groups(id);
         }
         id
@@ -342,13 +342,18 @@ impl<P: Protocol> Database<P> {
 
     /// Writes a checkpoint now (SiloR's fuzzy checkpoint, taken by the background checkpointer
     /// while workers run) and deletes the checkpoints and log segments it makes unneeded; waits
-    /// for it. An error if durable operation has not started or the checkpoint failed.
+    /// for it. An error if durable operation has not started or the checkpoint failed. Under a
+    /// phased protocol the image waits for a split phase's epochs to be durable, so the phase is
+    /// settled here, as in [`Database::wait_durable`], if the checkpoint takes four epochs.
     pub fn checkpoint(
         &self,
     ) -> Result<crate::durability::CheckpointReport, crate::durability::DurabilityError> {
         match &self.durable {
             None => Err(crate::durability::DurabilityError::NotConfigured),
-            Some(d) => d.checkpointer.checkpoint(),
+            Some(d) => {
+                let patience = (self.config.epoch_interval * 4).max(Duration::from_millis(1));
+                d.checkpointer.checkpoint(patience, || self.settle())
+            }
         }
     }
 

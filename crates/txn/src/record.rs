@@ -19,6 +19,43 @@ pub fn item(table: TableId, group: u8, key: u64) -> Item {
     }
 }
 
+/// Calls `f` with the history items of group `group` of row `key` of table `t`: the group, or
+/// each of its columns in a table with automatic groups, so that items outlive regroupings (see
+/// [`column_item`]).
+pub(crate) fn for_each_item<P: Protocol>(
+    db: &Database<P>,
+    t: TableId,
+    group: u8,
+    key: u64,
+    mut f: impl FnMut(Item),
+) {
+    if !db.granularity.is_auto(t) {
+        return f(item(t, group, key));
+    }
+    let mut m = db.table(t).schema().groups()[group as usize].columns;
+    while m != 0 {
+        let c = m.trailing_zeros() as usize;
+        m &= m - 1;
+        f(column_item(t, c, key));
+    }
+}
+
+/// The history item of column `col` (in group `group`) of row `key`: the column's own item in a
+/// table with automatic groups, else its group's.
+pub(crate) fn column_or_group_item<P: Protocol>(
+    db: &Database<P>,
+    t: TableId,
+    col: usize,
+    group: u8,
+    key: u64,
+) -> Item {
+    if db.granularity.is_auto(t) {
+        column_item(t, col, key)
+    } else {
+        item(t, group, key)
+    }
+}
+
 /// The history version a TID word stands for: [`LOADED`] for a row bulk-loaded and not written
 /// since (present with TID 0: every commit's TID is above 0), otherwise its TID, which is 0
 /// ([`phasedb_check::ABSENT`]) for a key that never existed.
@@ -31,7 +68,7 @@ pub(crate) fn history_version(word: u64) -> Version {
 
 /// Appends the just-committed transaction (TID `version`) to `history`.
 pub(crate) fn record_commit<P: Protocol>(
-    _db: &Database<P>,
+    db: &Database<P>,
     st: &TxState<P::Meta>,
     version: u64,
     worker: u32,
@@ -45,52 +82,20 @@ pub(crate) fn record_commit<P: Protocol>(
         split_ops: Vec::new(),
         merges: Vec::new(),
     };
-    // Tables with automatic groups record each column of a group as an item of its own, so
-    // items outlive regroupings (see `granularity::column_item`).
-    let columns = |t: TableId, g: u8| {
-        let schema = _db.table(t).schema();
-        let mut m = schema.groups()[g as usize].columns;
-        std::iter::from_fn(move || {
-            (m != 0).then(|| {
-                let c = m.trailing_zeros() as usize;
-                m &= m - 1;
-                c
-            })
-        })
-    };
-    let auto = |t: TableId| _db.granularity.is_auto(t);
     for r in &st.reads {
         if r.observed & SPLIT != 0 {
             // Doppel: an insert found a split record present; split operations never change that.
             continue;
         }
         let version = history_version(r.observed);
-        if auto(r.table) {
-            for c in columns(r.table, r.group) {
-                let item = column_item(r.table, c, r.key);
-                ev.reads.push(ReadEvent { item, version });
-            }
-            continue;
-        }
-        ev.reads.push(ReadEvent {
-            item: item(r.table, r.group, r.key),
-            version,
+        for_each_item(db, r.table, r.group, r.key, |item| {
+            ev.reads.push(ReadEvent { item, version })
         });
     }
     for m in &st.misses {
-        if auto(m.table) {
-            for c in columns(m.table, 0) {
-                let item = column_item(m.table, c, m.key);
-                ev.reads.push(ReadEvent {
-                    item,
-                    version: m.version,
-                });
-            }
-            continue;
-        }
-        ev.reads.push(ReadEvent {
-            item: item(m.table, 0, m.key),
-            version: m.version,
+        let version = m.version;
+        for_each_item(db, m.table, 0, m.key, |item| {
+            ev.reads.push(ReadEvent { item, version })
         });
     }
     for l in &st.locks {
@@ -102,25 +107,15 @@ pub(crate) fn record_commit<P: Protocol>(
             WriteKind::Cancelled => continue,
         };
         let prev = history_version(l.prev);
-        if auto(w.table) {
-            for c in columns(w.table, l.group) {
-                let item = column_item(w.table, c, w.key);
-                ev.writes.push(WriteEvent {
-                    item,
-                    version,
-                    prev,
-                    kind,
-                });
-            }
-            continue;
-        }
-        ev.writes.push(WriteEvent {
-            item: item(w.table, l.group, w.key),
-            version,
-            prev,
-            kind,
+        for_each_item(db, w.table, l.group, w.key, |item| {
+            ev.writes.push(WriteEvent {
+                item,
+                version,
+                prev,
+                kind,
+            })
         });
     }
-    P::record_split_ops(_db, st, &mut ev);
+    P::record_split_ops(db, st, &mut ev);
     history.txns.push(ev);
 }

@@ -177,8 +177,9 @@ impl Protocol for Doppel {
         let entries = unsafe { db.shared.entries() };
         for w in &st.split_writes {
             let e = &entries[w.entry as usize];
+            let (t, key) = (e.label.table, e.label.key);
             event.split_ops.push(phasedb_check::SplitOpEvent {
-                item: crate::record::item(e.label.table, e.group, e.label.key),
+                item: crate::record::column_or_group_item(db, t, e.label.col.into(), e.group, key),
                 phase,
             });
         }

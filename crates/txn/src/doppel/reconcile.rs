@@ -3,13 +3,13 @@
 use std::sync::atomic::Ordering;
 
 use phasedb_check::{
-    History, Item, MERGE_WORKER, MergeEvent, ReadEvent, TxnEvent, WriteEvent, WriteKind,
+    History, MERGE_WORKER, MergeEvent, ReadEvent, TxnEvent, WriteEvent, WriteKind,
 };
 
 use super::Doppel;
 use super::split::SplitEntry;
 use crate::database::Database;
-use crate::record::{history_version, item};
+use crate::record::{for_each_item, history_version};
 use crate::splittable;
 use crate::tid::LOCK;
 
@@ -97,25 +97,30 @@ pub(crate) fn log_merged(
 
 /// Records the merge of split record `e` into version `version` as a transaction of its own: it
 /// reads the version before the split phase, writes the merged one, and absorbs the operations the
-/// split phase `phase` applied to the record's slices.
+/// split phase `phase` applied to the record's slices (for each column of the group, in a table
+/// with automatic groups).
 pub(crate) fn record_merge(db: &Database<Doppel>, e: &SplitEntry, version: u64, phase: u64) {
-    let it: Item = item(e.label.table, e.group, e.label.key);
     let before = history_version(e.pre_word);
-    let ev = TxnEvent {
+    let mut ev = TxnEvent {
         id: (1 << 62) | (phase << 20) | (e.slice as u64 & 0xfffff),
         worker: MERGE_WORKER,
-        reads: vec![ReadEvent {
-            item: it,
+        reads: Vec::new(),
+        writes: Vec::new(),
+        split_ops: Vec::new(),
+        merges: Vec::new(),
+    };
+    for_each_item(db, e.label.table, e.group, e.label.key, |item| {
+        ev.reads.push(ReadEvent {
+            item,
             version: before,
-        }],
-        writes: vec![WriteEvent {
-            item: it,
+        });
+        ev.writes.push(WriteEvent {
+            item,
             version,
             prev: before,
             kind: WriteKind::Update,
-        }],
-        split_ops: Vec::new(),
-        merges: vec![MergeEvent { item: it, phase }],
-    };
+        });
+        ev.merges.push(MergeEvent { item, phase });
+    });
     db.deposit_history(History { txns: vec![ev] });
 }

@@ -35,6 +35,10 @@ pub(crate) struct Checkpoint {
     /// Number of image files `p<k>.img`; `None` in the first layout (a file `t<table>.img` per
     /// table).
     pub files: Option<u64>,
+    /// Each table's column groups when the image was written (each column's group), which
+    /// recovery lays the tables out in before loading it; `None` in checkpoints from before
+    /// automatic groups were durable (the tables' declared groups).
+    pub groups: Option<Vec<Vec<usize>>>,
 }
 
 /// Which log records recovery replays over a checkpoint: those of log generation `generation`
@@ -66,6 +70,10 @@ pub(crate) fn write<M: TidMeta>(
     ready: impl FnOnce() -> Result<(), DurabilityError>,
 ) -> Result<(u64, f64), DurabilityError> {
     let started = std::time::Instant::now();
+    // The caller keeps the layouts still (the layout gate) until the image is written.
+    let groups: Vec<Vec<usize>> = (tables.iter())
+        .map(|t| t.schema().group_of_columns())
+        .collect();
     let tmp = dir.join(format!("{}.tmp", dir_name(seq)));
     let io = |what: &str, e: std::io::Error| DurabilityError::io(what, &tmp, e);
     if tmp.exists() {
@@ -98,6 +106,10 @@ pub(crate) fn write<M: TidMeta>(
     let mut payload = Vec::with_capacity(32);
     for v in [start.generation, start.epoch, start.segment, threads as u64] {
         payload.extend_from_slice(&v.to_le_bytes());
+    }
+    for g in &groups {
+        payload.push(g.len() as u8);
+        payload.extend(g.iter().map(|&g| g as u8));
     }
     block::push(&mut meta, Kind::Meta, &payload);
     write_synced(&tmp.join("meta"), &meta)?;
@@ -244,7 +256,10 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<Checkpoint>, DurabilityError> {
         };
         let (blocks, _) = block::read(&bytes);
         if let Some((Kind::Meta, p)) = blocks.first()
-            && (p.len() == 16 || p.len() == 32)
+            && (p.len() == 16 || p.len() >= 32)
+            && let Some(groups) = p
+                .get(32..)
+                .map_or(Some(None), |g| parse_groups(g).map(Some))
         {
             let word = |i: usize| u64::from_le_bytes(p[i * 8..i * 8 + 8].try_into().expect("8"));
             found.push(Checkpoint {
@@ -253,14 +268,62 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<Checkpoint>, DurabilityError> {
                 start: Start {
                     generation: word(0),
                     epoch: word(1),
-                    segment: if p.len() == 32 { word(2) } else { 0 },
+                    segment: if p.len() >= 32 { word(2) } else { 0 },
                 },
-                files: (p.len() == 32).then(|| word(3)),
+                files: (p.len() >= 32).then(|| word(3)),
+                groups: groups.filter(|g: &Vec<Vec<usize>>| !g.is_empty()),
             });
         }
     }
     found.sort_by_key(|c| std::cmp::Reverse(c.seq));
     Ok(found)
+}
+
+/// The schema each table of `tables` must be laid out in to load checkpoint `c`: `Some` for a
+/// table whose groups the checkpoint records differently (only a table with automatic groups,
+/// `auto(table id)`, may change them); an error if they do not fit the table.
+pub(crate) fn layouts<M: TidMeta>(
+    c: &Checkpoint,
+    tables: &[Table<M>],
+    auto: impl Fn(usize) -> bool,
+) -> Result<Vec<Option<phasedb_storage::Schema>>, String> {
+    let Some(groups) = &c.groups else {
+        return Ok(vec![None; tables.len()]);
+    };
+    if groups.len() != tables.len() {
+        return Err(format!(
+            "it records the groups of {} tables, this database has {}",
+            groups.len(),
+            tables.len()
+        ));
+    }
+    (tables.iter().zip(groups).enumerate())
+        .map(|(i, (t, g))| {
+            let schema = t.schema();
+            if schema.group_of_columns() == *g {
+                return Ok(None);
+            }
+            if !auto(i) {
+                return Err(format!(
+                    "table {} has declared groups, and the checkpoint was written in others",
+                    t.name()
+                ));
+            }
+            (schema.regrouped(g).map(Some)).map_err(|e| format!("table {}: {e}", t.name()))
+        })
+        .collect()
+}
+
+/// Each table's column groups as the meta block lists them after its four words: per table, a
+/// column count and each column's group, one byte each. `None` if the list is cut short.
+fn parse_groups(mut bytes: &[u8]) -> Option<Vec<Vec<usize>>> {
+    let mut tables = Vec::new();
+    while let Some((&n, rest)) = bytes.split_first() {
+        let (cols, rest) = rest.split_at_checked(n as usize)?;
+        tables.push(cols.iter().map(|&g| g as usize).collect());
+        bytes = rest;
+    }
+    Some(tables)
 }
 
 /// Checks every file of checkpoint `c` (whole blocks, an end block, records that decode against

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 use phasedb_storage::Table;
 
 use super::checkpoint::{self, Start};
@@ -67,6 +67,9 @@ pub(crate) struct Checkpointer {
 /// Everything one checkpoint needs, owned by the checkpointer thread.
 pub(crate) struct Context<M> {
     pub tables: Arc<Vec<Table<M>>>,
+    /// Read while the image is written, so no table changes its groups meanwhile (see
+    /// `crate::granularity`).
+    pub layout_gate: Arc<RwLock<()>>,
     pub logging: Arc<Logging>,
     pub activity: Arc<Activity>,
     pub epoch: EpochReader,
@@ -95,15 +98,27 @@ impl Checkpointer {
         }
     }
 
-    /// Takes a checkpoint now (after the one under way, if any) and waits for it.
-    pub(crate) fn checkpoint(&self) -> Result<CheckpointReport, DurabilityError> {
+    /// Takes a checkpoint now (after the one under way, if any) and waits for it, calling
+    /// `waited` (with the lock released) each time it has waited `patience` more: a phased
+    /// protocol settles its phase there, as the image waits for epochs that a split phase holds
+    /// back until its reconciliation, which idle workers would never start.
+    pub(crate) fn checkpoint(
+        &self,
+        patience: Duration,
+        mut waited: impl FnMut(),
+    ) -> Result<CheckpointReport, DurabilityError> {
         let mut state = self.shared.state.lock();
         state.requested += 1;
         let ticket = state.requested;
         self.shared.cv.notify_all();
+        let mut since = Instant::now();
         while state.finished < ticket {
             if self.thread.as_ref().is_none_or(|t| t.is_finished()) {
                 return Err(DurabilityError::Failed("the checkpointer stopped".into()));
+            }
+            if since.elapsed() >= patience {
+                parking_lot::MutexGuard::unlocked(&mut state, &mut waited);
+                since = Instant::now();
             }
             self.shared
                 .cv
@@ -197,6 +212,8 @@ fn take<M: TidMeta>(
         segment,
         epoch: start_epoch,
     };
+    let gate = ctx.layout_gate.clone();
+    let layouts_still = gate.read();
     let (rows, image_seconds) =
         checkpoint::write(&ctx.dir, seq, &ctx.tables, ctx.threads, start, stop, || {
             let end = ctx.epoch.current();
@@ -204,6 +221,7 @@ fn take<M: TidMeta>(
                 c.logging.durable() >= end
             })
         })?;
+    drop(layouts_still);
     let previous = std::mem::replace(&mut ctx.newest, (seq, start));
     let removed = start::truncate(
         &ctx.dir,

@@ -14,6 +14,7 @@ use super::recovery::{self, generation_of, log_name};
 use super::{DurabilityError, Loggers, Logging, Recovery, manifest};
 use crate::database::{Database, Durable, MAX_WORKERS};
 use crate::protocol::Protocol;
+use phasedb_storage::TableId;
 
 /// See [`Database::start_durability`].
 pub(crate) fn start<P: Protocol>(db: &mut Database<P>) -> Result<Recovery, DurabilityError> {
@@ -51,7 +52,7 @@ pub(crate) fn start<P: Protocol>(db: &mut Database<P>) -> Result<Recovery, Durab
         };
         let never = AtomicBool::new(false);
         checkpoint::write(dir, 1, &db.tables, start_threads, start, &never, || Ok(()))?;
-        manifest::write(dir, &db.tables)?;
+        manifest::write(dir, &db.tables, |t| db.granularity.is_auto(t as TableId))?;
         sync_dir(dir)?;
         (1, start)
     };
@@ -73,6 +74,7 @@ pub(crate) fn start<P: Protocol>(db: &mut Database<P>) -> Result<Recovery, Durab
     );
     let checkpointer = Checkpointer::start(Context {
         tables: db.tables.clone(),
+        layout_gate: db.granularity.layout_gate.clone(),
         logging: logging.clone(),
         activity: db.activity.clone(),
         epoch: db.epoch.reader(),
@@ -111,13 +113,16 @@ fn recover<P: Protocol>(
     threads: usize,
     report: &mut Recovery,
 ) -> Result<(u64, Start), DurabilityError> {
-    manifest::check(dir, &db.tables)?;
+    let auto = |t: usize| db.granularity.is_auto(t as TableId);
+    manifest::check(dir, &db.tables, auto)?;
     let checkpoints = checkpoint::list(dir)?;
     let mut chosen = None;
     for c in &checkpoints {
-        match checkpoint::verify(c, &db.tables) {
-            Ok(files) => {
-                chosen = Some((c.clone(), files));
+        let verified = checkpoint::layouts(c, &db.tables, auto)
+            .and_then(|layouts| Ok((layouts, checkpoint::verify(c, &db.tables)?)));
+        match verified {
+            Ok((layouts, files)) => {
+                chosen = Some((c.clone(), layouts, files));
                 break;
             }
             Err(why) => report
@@ -125,7 +130,7 @@ fn recover<P: Protocol>(
                 .push(format!("checkpoint {}: {why}", c.seq)),
         }
     }
-    let Some((base, files)) = chosen else {
+    let Some((base, layouts, files)) = chosen else {
         return Err(DurabilityError::NoCheckpoint {
             dir: dir.to_path_buf(),
             detail: if report.skipped_checkpoints.is_empty() {
@@ -136,6 +141,17 @@ fn recover<P: Protocol>(
         });
     };
     db.reset_tables();
+    // Automatic groups come back as the image was written: its rows' TIDs are per group, and the
+    // logs replay over them by columns whatever groups they were written in.
+    let guard = phasedb_storage::pin();
+    for (table, schema) in db.tables.iter().zip(layouts) {
+        if let Some(schema) = schema {
+            table
+                .regroup(schema, &guard, |_, _| true, |_, _| P::new_meta(0))
+                .expect("checked against the table's columns");
+        }
+    }
+    drop(guard);
     report.checkpoint = Some(base.seq);
     report.checkpoint_rows = checkpoint::load(&files, &db.tables, P::new_meta);
     drop(files);

@@ -19,18 +19,22 @@
 //! planning epoch takes the planner's role (if no one else has it), collects the samples, plans
 //! each automatic table and regroups those that gain. There is no planner thread.
 //!
-//! Only protocols that do not run in phases, without durable operation, and workers that do not
-//! hold locks across transactions (`Worker::set_hold_locks`, prepared commits) are supported.
+//! Every protocol that validates by group is supported, Doppel's joined phases included (a
+//! regrouping settles the database into a joined phase first), and so is durable operation (log
+//! records name their columns, and each checkpoint records the groups its image was written in).
+//! Workers that hold locks across transactions (`Worker::set_hold_locks`, prepared commits) are
+//! not.
 
 mod plan;
 mod regroup;
 mod sample;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard, RwLock};
 use phasedb_storage::TableId;
 
 use crate::database::{Database, MAX_WORKERS};
@@ -164,6 +168,9 @@ pub(crate) struct Granularity {
     /// Set while a regrouping waits for a quiescent point ([`Granularity::due`] is then true, so
     /// workers wait before their next transaction instead of racing the claims).
     pending: AtomicBool,
+    /// Held for writing by a regrouping and for reading by the checkpointer while it writes an
+    /// image: a checkpoint sees each table in one layout, the one it records.
+    pub(crate) layout_gate: Arc<RwLock<()>>,
 }
 
 impl Default for Granularity {
@@ -183,6 +190,7 @@ impl Default for Granularity {
             config: GranularityConfig::default(),
             paused: AtomicBool::new(false),
             pending: AtomicBool::new(false),
+            layout_gate: Arc::new(RwLock::new(())),
         }
     }
 }
@@ -301,7 +309,9 @@ pub(crate) fn tick<P: Protocol>(db: &Database<P>, epoch: u64) {
             plan(&current, &memory.stats, &g.config.plan)
                 .filter(|p| memory.admits(&current, p, now, &g.config))
         };
+        // While a checkpoint writes its image the change waits for a later round.
         if let Some(p) = proposal
+            && let Some(_gate) = g.layout_gate.try_write()
             && regroup::regroup(db, t_id, &p.group_of) == Ok(true)
         {
             memory.last_change = Some(now);
@@ -480,6 +490,7 @@ impl<P: Protocol> Database<P> {
     /// the table had these groups already.
     pub fn regroup(&self, t: TableId, group_of: &[usize]) -> Result<bool, RegroupError> {
         let _planner = self.granularity.planner.lock();
+        let _gate = self.granularity.layout_gate.write();
         regroup::regroup(self, t, group_of)
     }
 

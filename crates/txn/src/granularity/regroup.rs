@@ -5,6 +5,13 @@
 //! transactions waits at its next start until the claims end. No transaction is in flight while
 //! the records are copied into the new layout (`Table::regroup`), so none straddles two layouts.
 //!
+//! Under a phased protocol the regrouper first takes the phase coordinator's role and settles the
+//! database (Doppel: merges every per-core slice and returns to a joined phase), then holds the
+//! role while it regroups: no record is split, and no split phase starts, while the layout
+//! changes. Under durable operation the regrouper holds the layout gate
+//! ([`super::Granularity::layout_gate`]) that the checkpointer reads under, so an image is written
+//! in one layout per table, the one its checkpoint records for recovery.
+//!
 //! Each new group of a record takes the largest TID (and, under TicToc, read timestamp) of the old
 //! groups that held its columns: every column's version can only move up, so validation stays
 //! conservative. While recording, the regrouping is itself a history event: for every column whose
@@ -24,10 +31,6 @@ use crate::tid::{ABSENT, LOCK, TID_MASK, TidMeta, UNLINKED, tid};
 /// Why a table's groups cannot be chosen automatically or changed.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum RegroupError {
-    #[error("protocol `{0}` runs in phases; automatic column groups need a protocol without")]
-    Phased(&'static str),
-    #[error("automatic column groups are not supported with durable operation")]
-    Durable,
     #[error("no table {0}")]
     NoTable(TableId),
     #[error("table {0}: automatic column groups are limited to the first 64 tables")]
@@ -76,12 +79,6 @@ impl Drop for Quiescent<'_> {
 
 /// Checks that table `t` of `db` may have its groups changed.
 pub(crate) fn check<P: Protocol>(db: &Database<P>, t: TableId) -> Result<(), RegroupError> {
-    if P::PHASED {
-        return Err(RegroupError::Phased(P::NAME));
-    }
-    if db.durable.is_some() || db.config.durability.is_some() {
-        return Err(RegroupError::Durable);
-    }
     if t as usize >= db.tables().len() {
         return Err(RegroupError::NoTable(t));
     }
@@ -92,7 +89,8 @@ pub(crate) fn check<P: Protocol>(db: &Database<P>, t: TableId) -> Result<(), Reg
 }
 
 /// Changes table `t`'s groups to `group_of` (each column's group) at a quiescent point. The
-/// caller runs no transaction. False if the table already had these groups.
+/// caller runs no transaction and holds the layout gate for writing. False if the table already
+/// had these groups.
 pub(crate) fn regroup<P: Protocol>(
     db: &Database<P>,
     t: TableId,
@@ -105,6 +103,10 @@ pub(crate) fn regroup<P: Protocol>(
         return Ok(false);
     }
     let _hold = db.granularity.hold_workers();
+    let role = P::PHASED.then(|| db.phases.coordinate());
+    if let Some(role) = &role {
+        P::settle(db, role);
+    }
     let _quiet = Quiescent::reach(&db.activity);
     let guard = phasedb_storage::pin();
     let (old, layout) = (table.schema().clone(), *table.layout());

@@ -6,7 +6,7 @@
 //! record := kind (1 byte: 0 upsert, 1 delete; 2, 3 the same with an epoch) · table (varint)
 //!           · key (varint) · TID (varint) · [kinds 2, 3 only: epoch (varint)]
 //!           · [upsert only: columns (varint bit mask) · the bytes of each column in the mask,
-//!              group by group and in column order within a group, exactly as stored in the row]
+//!              in column order, exactly as stored in the row]
 //! ```
 //!
 //! Kinds 2 and 3 are for durability logs of protocols whose TIDs are not Silo TIDs (TicToc's
@@ -126,14 +126,19 @@ pub(crate) fn push_upsert_in(
     column_runs(schema, columns, |run| buf.extend_from_slice(&bytes[run]));
 }
 
-/// Calls `f` with the byte ranges of the row image that the columns in `columns` occupy, group by
-/// group and in column order within a group, with ranges that follow one another in the image
-/// joined: the carried bytes of a record are these ranges one after another. A group's columns are
-/// packed from its first byte in column order, so a whole group is one range.
+/// Calls `f` with the byte ranges of the row image that the columns in `columns` occupy, in
+/// column order, with ranges that follow one another in the image joined: the carried bytes of a
+/// record are these ranges one after another. Column order rather than the layout's, so a record
+/// decodes the same in every grouping of its table's columns: automatic groups change while
+/// records wait in logs, and each replica chooses its own.
 #[inline]
 pub(crate) fn column_runs(schema: &Schema, columns: u64, mut f: impl FnMut(Range<usize>)) {
     let mut run: Option<Range<usize>> = None;
-    let mut add = |start: usize, end: usize| {
+    let mut m = columns;
+    while m != 0 {
+        let col = schema.column(m.trailing_zeros() as usize);
+        m &= m - 1;
+        let (start, end) = (col.offset, col.offset + col.ty.width());
         run = match run.take() {
             Some(r) if r.end == start => Some(r.start..end),
             Some(r) => {
@@ -142,23 +147,6 @@ pub(crate) fn column_runs(schema: &Schema, columns: u64, mut f: impl FnMut(Range
             }
             None => Some(start..end),
         };
-    };
-    let mut groups = schema.groups_of(columns);
-    while groups != 0 {
-        let g = groups.trailing_zeros() as usize;
-        groups &= groups - 1;
-        let group = &schema.groups()[g];
-        let mut m = columns & group.columns;
-        if m == group.columns {
-            let last = schema.column(63 - m.leading_zeros() as usize);
-            add(group.word * 8, last.offset + last.ty.width());
-            continue;
-        }
-        while m != 0 {
-            let col = schema.column(m.trailing_zeros() as usize);
-            m &= m - 1;
-            add(col.offset, col.offset + col.ty.width());
-        }
     }
     if let Some(r) = run {
         f(r);

@@ -10,14 +10,14 @@ use phasedb_txn::{
     Protocol, Schema, TableId, TableSpec, TicToc, TxError,
 };
 
-const ACCOUNTS: u64 = 64;
-const INITIAL: i64 = 1_000;
+pub(crate) const ACCOUNTS: u64 = 64;
+pub(crate) const INITIAL: i64 = 1_000;
 
 /// A fresh directory under the system's temporary directory, removed when dropped.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl TempDir {
-    fn new(name: &str) -> TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
         static N: AtomicU64 = AtomicU64::new(0);
         let path = std::env::temp_dir().join(format!(
             "phasedb-durability-{name}-{}-{}",
@@ -35,7 +35,7 @@ impl Drop for TempDir {
     }
 }
 
-fn config(dir: &Path, loggers: usize, epoch: Duration) -> Config {
+pub(crate) fn config(dir: &Path, loggers: usize, epoch: Duration) -> Config {
     let mut d = Durability::new(dir);
     d.loggers = loggers;
     Config {
@@ -67,7 +67,7 @@ fn bank_of<P: Protocol>(config: Config, initial: i64) -> (Database<P>, TableId) 
 }
 
 /// Every present row as (key, balance, note).
-fn rows<P: Protocol>(db: &Database<P>, t: TableId) -> Vec<(u64, i64, u64)> {
+pub(crate) fn rows<P: Protocol>(db: &Database<P>, t: TableId) -> Vec<(u64, i64, u64)> {
     let mut out = Vec::new();
     db.for_each_row_quiescent(t, |k, r| out.push((k, r.i64(0), r.u64(1))));
     out.sort();
@@ -106,7 +106,7 @@ fn run(db: &Database<Occ>, t: TableId, n: u64, seed: u64) -> u64 {
     w.commit_epoch().expect("the last transaction wrote")
 }
 
-fn total(rows: &[(u64, i64, u64)]) -> i64 {
+pub(crate) fn total(rows: &[(u64, i64, u64)]) -> i64 {
     rows.iter().map(|r| r.1).sum()
 }
 
@@ -350,29 +350,31 @@ fn protocols_that_do_not_log_refuse_durability() {
 }
 
 /// Key of worker `w`'s `i`-th transaction's own row (above the accounts).
-fn own_key(w: u64, i: u64) -> u64 {
+pub(crate) fn own_key(w: u64, i: u64) -> u64 {
     1_000_000 * (w + 1) + i
 }
 
 /// A transfer a worker committed: (from, to, amount, the commit's epoch).
-type Transfer = (u64, u64, i64, u64);
+pub(crate) type Transfer = (u64, u64, i64, u64);
 
 /// How [`transfers`] runs.
-struct Transfers {
-    workers: u64,
+pub(crate) struct Transfers {
+    pub(crate) workers: u64,
     /// Transfers are between the first `hot` accounts (contended).
-    hot: u64,
+    pub(crate) hot: u64,
     /// Each transaction inserts a row of its own and deletes the one `keep` transactions older.
-    keep: u64,
+    pub(crate) keep: u64,
     /// Balances change by `Tx::add` (a splittable operation: Doppel's split phases) instead of a
     /// read and an update.
-    by_add: bool,
-    seed: u64,
+    pub(crate) by_add: bool,
+    pub(crate) seed: u64,
+    /// Most transfers a worker runs.
+    pub(crate) most: u64,
 }
 
-/// Runs `spec.workers` threads of transfers (at most 200,000 each) until `done()`; returns each
+/// Runs `spec.workers` threads of transfers (at most `spec.most` each) until `done()`; returns each
 /// worker's committed transfers in commit order.
-fn transfers<P: Protocol>(
+pub(crate) fn transfers<P: Protocol>(
     db: &Database<P>,
     t: TableId,
     spec: &Transfers,
@@ -385,7 +387,7 @@ fn transfers<P: Protocol>(
                     let mut worker = db.worker();
                     let mut history = Vec::new();
                     let mut x = (w + spec.seed) * 0x9E37_79B9_7F4A_7C15;
-                    for i in 0..200_000u64 {
+                    for i in 0..spec.most {
                         if done() {
                             break;
                         }
@@ -425,7 +427,11 @@ fn transfers<P: Protocol>(
 /// The rows a serial replay of each worker's transfers of epochs up to `durable` leaves: the
 /// balances and each worker's newest `keep` own rows. Each worker's transfers must be in commit
 /// order (their epochs never go down), so the durable ones are a prefix.
-fn replayed(histories: &[Vec<Transfer>], durable: u64, keep: u64) -> Vec<(u64, i64, u64)> {
+pub(crate) fn replayed(
+    histories: &[Vec<Transfer>],
+    durable: u64,
+    keep: u64,
+) -> Vec<(u64, i64, u64)> {
     let mut balance = vec![INITIAL; ACCOUNTS as usize];
     let mut expected = Vec::new();
     for (w, h) in histories.iter().enumerate() {
@@ -461,6 +467,7 @@ fn background_checkpoints_during_a_contended_run_then_a_crash_lose_no_durable_co
         keep: 3,
         by_add: false,
         seed: 7,
+        most: 200_000,
     };
     let (histories, on_demand) = std::thread::scope(|s| {
         let run = s.spawn(|| transfers(&db, t, &spec, &|| stop.load(Ordering::Relaxed)));
@@ -656,13 +663,13 @@ fn a_directory_of_another_format_version_is_refused() {
     }
     let manifest = dir.0.join("MANIFEST");
     let text = std::fs::read_to_string(&manifest).unwrap();
-    let older = text.replacen("format 3\n", "format 2\n", 1);
+    let older = text.replacen("format 4\n", "format 3\n", 1);
     assert_ne!(older, text, "the manifest names its format version");
     std::fs::write(&manifest, older).unwrap();
     let (mut db, _) = bank(config(&dir.0, 1, Duration::from_millis(5)), INITIAL);
     let err = db.start_durability().unwrap_err();
     assert!(matches!(err, DurabilityError::Version { .. }), "{err}");
-    assert!(err.to_string().contains("format version 2"), "{err}");
+    assert!(err.to_string().contains("format version 3"), "{err}");
 }
 
 /// Marks records split before a run (Doppel).
@@ -687,6 +694,7 @@ fn crash_and_recover<P: Protocol>(split: Option<Split<'_, P>>, ran: &dyn Fn(&Dat
         keep: 2,
         by_add: split.is_some(),
         seed: 11,
+        most: 200_000,
     };
     let deadline = std::time::Instant::now() + Duration::from_millis(150);
     let histories = transfers(&db, t, &spec, &|| std::time::Instant::now() >= deadline);

@@ -5,11 +5,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::common::{Mix, open, random_txn, seeds};
+use crate::common::{Mix, open, open_with, random_txn, seeds};
 use phasedb_check::check_serializable;
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{
-    Config, Database, GranularityConfig, Occ, Protocol, RegroupError, TicToc, TxError, columns,
+    Config, Database, Doppel, GranularityConfig, Occ, OpKind, Protocol, RegroupError, TicToc,
+    TxError, columns,
 };
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -21,11 +22,20 @@ const MIX: Mix = Mix {
     adds: 0.1,
 };
 
-fn serializable_across_forced_regroupings<P: Protocol>() {
+/// Runs randomised contended transactions of `P` on a database opened with `config` (prepared by
+/// `prepare`) while another thread forces regroupings, `pause` apart; every history is
+/// serializable. Returns the histories.
+fn serializable_across_forced_regroupings<P: Protocol>(
+    config: Config,
+    pause: Duration,
+    prepare: impl Fn(&Database<P>, phasedb_txn::TableId),
+) -> Vec<phasedb_check::History> {
     const REGROUPINGS: usize = 12;
+    let mut histories = Vec::new();
     for seed in seeds(&[1, 2, 3]) {
-        let (mut db, t) = open::<P>(false, MIX.keys, 2);
+        let (mut db, t) = open_with::<P>(config.clone(), false, MIX.keys, 2);
         db.set_auto_groups(t).unwrap();
+        prepare(&db, t);
         db.pause_granularity(true);
         let regroupings = AtomicUsize::new(0);
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -39,7 +49,7 @@ fn serializable_across_forced_regroupings<P: Protocol>() {
                     if db.regroup(t, groups).unwrap() {
                         regroupings.fetch_add(1, Ordering::Relaxed);
                     }
-                    std::thread::sleep(Duration::from_millis(1));
+                    std::thread::sleep(pause);
                 }
             });
             let workers: Vec<_> = (0..3u64)
@@ -67,6 +77,7 @@ fn serializable_across_forced_regroupings<P: Protocol>() {
                 .collect();
             workers.into_iter().map(|h| h.join().unwrap()).sum()
         });
+        db.settle();
         let h = db.take_history();
         if let Err(a) = check_serializable(&h) {
             panic!(
@@ -81,23 +92,59 @@ fn serializable_across_forced_regroupings<P: Protocol>() {
             h.txns.iter().filter(|t| t.worker > 1000).count() >= 1,
             "regroupings recorded"
         );
+        histories.push(h);
+    }
+    histories
+}
+
+const MS: Duration = Duration::from_millis(1);
+
+fn recording() -> Config {
+    Config {
+        record_history: true,
+        ..Config::default()
     }
 }
 
 #[test]
 fn occ_stays_serializable_across_forced_regroupings() {
-    serializable_across_forced_regroupings::<Occ>();
+    serializable_across_forced_regroupings::<Occ>(recording(), MS, |_, _| {});
 }
 
 #[test]
 fn tictoc_stays_serializable_across_forced_regroupings() {
-    serializable_across_forced_regroupings::<TicToc>();
+    serializable_across_forced_regroupings::<TicToc>(recording(), MS, |_, _| {});
+}
+
+/// Doppel's joined phases validate by group too: regroupings forced between short split phases
+/// (a regrouping first settles the database into a joined phase) keep its histories, split
+/// operations and merges included, serializable.
+#[test]
+fn doppel_stays_serializable_across_forced_regroupings() {
+    let mut config = Config {
+        phase_length: Duration::from_micros(300),
+        ..recording()
+    };
+    config.split.min_conflicts = 2;
+    // Each regrouping ends the split phase under way: far enough apart for split phases between.
+    let pause = Duration::from_millis(10);
+    let histories = serializable_across_forced_regroupings::<Doppel>(config, pause, |db, t| {
+        db.split(t, 0, 0, OpKind::Add);
+    });
+    let split_ops: usize = (histories.iter().flat_map(|h| &h.txns))
+        .map(|t| t.split_ops.len())
+        .sum();
+    let merges: usize = (histories.iter().flat_map(|h| &h.txns))
+        .map(|t| t.merges.len())
+        .sum();
+    assert!(
+        split_ops > 0 && merges > 0,
+        "split phases ran between the regroupings: {split_ops} split operations, {merges} merges"
+    );
 }
 
 #[test]
-fn phased_protocols_and_bad_groupings_are_refused() {
-    let (mut db, t) = open::<phasedb_txn::Doppel>(false, 4, 1);
-    assert_eq!(db.set_auto_groups(t), Err(RegroupError::Phased("doppel")));
+fn bad_groupings_are_refused() {
     let (mut db, t) = open::<Occ>(false, 4, 1);
     assert_eq!(db.set_auto_groups(t + 1), Err(RegroupError::NoTable(t + 1)));
     db.set_auto_groups(t).unwrap();
@@ -203,20 +250,32 @@ fn a_table_with_declared_groups_is_never_regrouped() {
     assert_eq!(db.groups_of(t).len(), 1);
 }
 
+/// A table declared without groups gets automatic groups under every protocol, Doppel's phases
+/// and durable operation included.
 #[test]
-fn a_table_declared_without_groups_keeps_one_where_the_engine_cannot_regroup() {
+fn a_table_declared_without_groups_is_automatic_under_phases_and_durability() {
     let schema = Schema::builder()
         .auto_column("a", ColumnType::U64)
         .auto_column("b", ColumnType::U64)
         .build()
         .unwrap();
-    let mut doppel = Database::<phasedb_txn::Doppel>::open(Config::default());
+    let mut doppel = Database::<Doppel>::open(Config::default());
     let t = doppel.create_table(TableSpec::new("t", schema.clone(), 4));
-    assert!(!doppel.auto_groups(t));
-    assert_eq!(doppel.groups_of(t).len(), 1);
-    let mut occ = Database::<Occ>::open(Config::default());
-    let t = occ.create_table(TableSpec::new("t", schema, 4));
-    assert!(occ.auto_groups(t));
+    assert!(doppel.auto_groups(t));
+    assert_eq!(doppel.regroup(t, &[0, 1]), Ok(true));
+    assert_eq!(doppel.groups_of(t).len(), 2);
+    let dir = std::env::temp_dir().join(format!("phasedb-auto-durable-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut durable = Database::<Occ>::open(Config {
+        durability: Some(phasedb_txn::Durability::new(&dir)),
+        ..Config::default()
+    });
+    let t = durable.create_table(TableSpec::new("t", schema, 4));
+    assert!(durable.auto_groups(t));
+    durable.start_durability().unwrap();
+    assert_eq!(durable.regroup(t, &[1, 0]), Ok(true));
+    drop(durable);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod common;
 mod commute;
 mod doppel;
 mod durability;
+mod durable_groups;
 mod elle;
 mod granularity;
 mod hold_locks;
