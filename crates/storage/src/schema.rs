@@ -133,6 +133,9 @@ pub struct Schema {
     row_words: usize,
     /// Declared without groups: the engine chooses them (laid out as one group to start).
     auto_groups: bool,
+    /// Whether the columns lie in the row in column order (each column's offset above the one
+    /// before), as they do unless the groups interleave the columns.
+    in_column_order: bool,
 }
 
 impl Schema {
@@ -148,6 +151,12 @@ impl Schema {
     /// leaving them to the engine: it starts as one group.
     pub fn auto_groups(&self) -> bool {
         self.auto_groups
+    }
+
+    /// Whether the columns lie in the row in column order: then the bytes of a set of columns
+    /// taken group by group are the bytes taken in column order.
+    pub fn in_column_order(&self) -> bool {
+        self.in_column_order
     }
 
     /// Columns in declaration order.
@@ -329,6 +338,7 @@ impl SchemaBuilder {
                 .iter()
                 .map(|c| WordSpan::of(c.offset, c.ty.width()))
                 .collect(),
+            in_column_order: columns.windows(2).all(|p| p[0].offset < p[1].offset),
             columns,
             groups,
             row_words: word,
