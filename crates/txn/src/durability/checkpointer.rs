@@ -216,12 +216,13 @@ fn take<M: TidMeta>(
     let layouts_still = gate.read();
     let (rows, image_seconds) =
         checkpoint::write(&ctx.dir, seq, &ctx.tables, ctx.threads, start, stop, || {
+            // The image is written, in the groups recorded for it: tables may change theirs.
+            drop(layouts_still);
             let end = ctx.epoch.current();
             wait_until(ctx, stop, "the image's epochs to be durable", |c| {
                 c.logging.durable() >= end
             })
         })?;
-    drop(layouts_still);
     let previous = std::mem::replace(&mut ctx.newest, (seq, start));
     let removed = start::truncate(
         &ctx.dir,

@@ -486,8 +486,9 @@ impl<P: Protocol> Database<P> {
     }
 
     /// Changes table `t`'s column groups now (`group_of[c]`: the group of column `c`), waiting
-    /// for a quiescent point. Call it from a thread that is not running a transaction. False if
-    /// the table had these groups already.
+    /// for a checkpoint writing its image, then for a quiescent point (under Doppel, for the
+    /// split phase under way to be reconciled). Call it from a thread that is not running a
+    /// transaction. False if the table had these groups already.
     pub fn regroup(&self, t: TableId, group_of: &[usize]) -> Result<bool, RegroupError> {
         let _planner = self.granularity.planner.lock();
         let _gate = self.granularity.layout_gate.write();
