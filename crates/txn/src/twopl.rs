@@ -214,15 +214,14 @@ fn release_shared_count<const POLICY: u8>(m: &LockMeta) {
 
 /// Wakes the waiters parked on the groups whose exclusive locks were just published, where the
 /// attempt holds no shared count (whose release, coming next, wakes them).
+#[inline(always)]
 fn wake_exclusive<const POLICY: u8>(st: &TxState<LockMeta>, db: &Database<TwoPl<POLICY>>) {
     if POLICY == NO_WAIT {
         return;
     }
-    for l in &st.locks {
-        if !holds_shared(st, l.rec, l.group) {
-            let t = st.writes[l.write as usize].table;
-            park::released_exclusive(&l.rec.meta(db.table(t).layout(), l.group as usize).readers);
-        }
+    for l in st.locks.iter().filter(|l| !l.shared) {
+        let t = st.writes[l.write as usize].table;
+        park::released_exclusive(&l.rec.meta(db.table(t).layout(), l.group as usize).readers);
     }
 }
 
@@ -438,6 +437,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
                 prev,
                 fresh: false,
                 held: true,
+                shared: own_readers != 0,
             });
         }
         Ok(())
