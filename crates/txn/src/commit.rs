@@ -69,6 +69,7 @@ pub(crate) fn lock_inserts<P: Protocol<Meta: TidMeta>>(
                         prev: initial,
                         fresh: true,
                         held: true,
+                        shared: false,
                     });
                 }
             }
@@ -93,6 +94,7 @@ pub(crate) fn lock_inserts<P: Protocol<Meta: TidMeta>>(
                         prev: word,
                         fresh: false,
                         held: true,
+                        shared: false,
                     });
                 }
             }
@@ -163,6 +165,7 @@ pub(crate) fn lock_writes<P: Protocol<Meta: TidMeta>>(
                 prev: 0,
                 fresh: false,
                 held: false,
+                shared: false,
             });
         }
     }

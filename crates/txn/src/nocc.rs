@@ -102,6 +102,7 @@ impl Protocol for NoCc {
                     prev,
                     fresh: false,
                     held: false,
+                    shared: false,
                 });
             }
         }

@@ -87,6 +87,9 @@ pub struct LockEntry<M> {
     pub fresh: bool,
     /// The lock is held (entries are listed before they are acquired, to sort them).
     pub held: bool,
+    /// The attempt also holds the group's shared lock, released after this one (2PL: that
+    /// release, not this one, tells parked waiters).
+    pub shared: bool,
 }
 
 /// Where group `g` of the record at address `addr` stands in the global lock order: by address, then

@@ -14,6 +14,15 @@
 //! Reads take shared locks while executing, writes take exclusive locks when first buffered; both are
 //! held until commit or abort. Inserts lock their placeholder at commit, and phantoms (point misses,
 //! scans) are checked at commit as OCC does, since locks protect only records that exist.
+//!
+//! A waiter (`2pl`, and an old transaction under wait-die) first spins, looking at the lock with
+//! pauses doubling up to a few hundred nanoseconds between looks, which covers a short critical
+//! section without stealing the holder's cache line at every look. If the lock is still held after
+//! [`SPINS_BEFORE_PARK`] looks, the waiter parks: it sleeps until the lock's release wakes it, so a
+//! holder that was descheduled (more runnable threads than cores) gets a core instead of waiters
+//! spinning or yielding through their slices. A parked waiter sleeps at most until
+//! [`DEADLOCK_TIMEOUT`] after it first parked, then aborts. The wake-up protocol (a flag bit in the
+//! group's reader count, so a release with nobody parked pays nothing extra) is in [`park`].
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
@@ -26,6 +35,40 @@ use crate::error::{Conflict, TxError, TxResult};
 use crate::protocol::Protocol;
 use crate::state::{CommitCtx, LockEntry, TxState, WriteKind};
 use crate::tid::{ABSENT, LOCK, TidMeta, TidWord, UNLINKED};
+
+mod park;
+
+use park::{PARKED, holders};
+
+/// The atomics and the parking lot [`park`] works with (a model of them in its `shuttle` test).
+mod sync {
+    use std::time::Instant;
+
+    pub(super) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+    /// Sleeps on `key` until woken or `deadline`, if `validate()` holds under the lot's lock.
+    pub(super) fn park_until(key: usize, validate: impl FnOnce() -> bool, deadline: Instant) {
+        // SAFETY: `validate` only loads atomics: it neither panics nor calls into the parking lot.
+        unsafe {
+            parking_lot_core::park(
+                key,
+                validate,
+                || {},
+                |_, _| {},
+                parking_lot_core::DEFAULT_PARK_TOKEN,
+                Some(deadline),
+            );
+        }
+    }
+
+    /// Wakes every thread parked on `key`.
+    pub(super) fn unpark_all(key: usize) {
+        // SAFETY: no callback runs under the lot's lock.
+        unsafe {
+            parking_lot_core::unpark_all(key, parking_lot_core::DEFAULT_UNPARK_TOKEN);
+        }
+    }
+}
 
 /// How long a blocked transaction waits before it presumes a deadlock and aborts.
 pub const DEADLOCK_TIMEOUT: Duration = Duration::from_millis(2);
@@ -47,7 +90,8 @@ pub type TwoPlWaitDie = TwoPl<WAIT_DIE>;
 /// `2pl`: blocking locks with timeout-based deadlock resolution.
 pub type TwoPlBlocking = TwoPl<BLOCKING>;
 
-/// A group's lock: the TID word's LOCK bit is the exclusive lock, `readers` counts shared holders.
+/// A group's lock: the TID word's LOCK bit is the exclusive lock, `readers` counts shared holders
+/// (and carries [`park::PARKED`]).
 pub struct LockMeta {
     word: TidWord,
     readers: AtomicU32,
@@ -65,13 +109,14 @@ impl TidMeta for LockMeta {
     }
 
     fn unshared(&self) -> bool {
-        self.readers.load(Ordering::SeqCst) == 0
+        holders(self.readers.load(Ordering::SeqCst)) == 0
     }
 }
 
 /// What a waiter tracks across its tries for one lock.
 struct Wait {
-    since: Option<Instant>,
+    /// When the wait ends in an abort, set when the waiter first parks.
+    deadline: Option<Instant>,
     spins: u32,
 }
 
@@ -82,30 +127,30 @@ struct Wait {
 /// line transfer per look.
 const MAX_PAUSES: u32 = 8;
 
-/// Looks at a held lock after which a waiter starts yielding its core, once every
-/// [`YIELD_EVERY`] looks: the hold has outlasted a short critical section, and its holder may be
-/// waiting for this core.
-const SPINS_BEFORE_YIELD: u32 = 64;
-
-/// Looks between two yields of a long wait (each also checks [`DEADLOCK_TIMEOUT`]).
-const YIELD_EVERY: u32 = 16;
+/// Looks at a held lock after which a waiter parks until the lock is released: the hold has
+/// outlasted a short critical section (some microseconds of spinning), and its holder may be waiting
+/// for this core.
+pub const SPINS_BEFORE_PARK: u32 = 64;
 
 impl Wait {
     fn new() -> Wait {
         Wait {
-            since: None,
+            deadline: None,
             spins: 0,
         }
     }
 
     /// Decides, under `POLICY`, whether a transaction of age `ts` waits for a holder of age
-    /// `holder_ts` (then it pauses, or yields its core, and returns Ok) or aborts.
+    /// `holder_ts` of `m` (then it pauses, or parks while `blocked(word, holders)`, and returns
+    /// Ok) or aborts.
     #[inline]
     fn decide<const POLICY: u8>(
         &mut self,
         ts: u64,
         holder_ts: impl FnOnce() -> u64,
         conflict: Conflict,
+        m: &LockMeta,
+        blocked: impl Fn(u64, u32) -> bool,
     ) -> TxResult<()> {
         let may_wait = match POLICY {
             NO_WAIT => false,
@@ -115,28 +160,34 @@ impl Wait {
         if !may_wait {
             return Err(TxError::Conflict(conflict));
         }
-        self.pause()
+        self.pause(m, blocked)
     }
 
-    /// One wait between two looks at a held lock: pauses doubling up to [`MAX_PAUSES`], and in a
-    /// long wait a yield of the core every [`YIELD_EVERY`] looks; a wait longer than
-    /// [`DEADLOCK_TIMEOUT`] ends in an abort.
+    /// One wait between two looks at a held lock: pauses doubling up to [`MAX_PAUSES`], and after
+    /// [`SPINS_BEFORE_PARK`] looks a park until the release; a wait longer than
+    /// [`DEADLOCK_TIMEOUT`] from the first park ends in an abort.
     #[cold]
-    fn pause(&mut self) -> TxResult<()> {
+    fn pause(&mut self, m: &LockMeta, blocked: impl Fn(u64, u32) -> bool) -> TxResult<()> {
         self.spins += 1;
-        if self.spins >= SPINS_BEFORE_YIELD && self.spins.is_multiple_of(YIELD_EVERY) {
-            let since = *self.since.get_or_insert_with(Instant::now);
-            if since.elapsed() > DEADLOCK_TIMEOUT {
-                return Err(TxError::Conflict(Conflict::LockTimeout));
+        if self.spins < SPINS_BEFORE_PARK {
+            for _ in 0..(1u32 << self.spins.min(MAX_PAUSES.trailing_zeros())) {
+                std::hint::spin_loop();
             }
-            std::thread::yield_now();
             return Ok(());
         }
-        for _ in 0..(1u32 << self.spins.min(MAX_PAUSES.trailing_zeros())) {
-            std::hint::spin_loop();
+        let now = Instant::now();
+        let deadline = *self.deadline.get_or_insert(now + DEADLOCK_TIMEOUT);
+        if now >= deadline {
+            return Err(TxError::Conflict(Conflict::LockTimeout));
         }
+        park::park(&m.word.0, &m.readers, blocked, deadline);
         Ok(())
     }
+}
+
+/// Whether a waiter for `m`'s exclusive lock is still blocked.
+fn exclusive_held(word: u64, _holders: u32) -> bool {
+    word & LOCK != 0 && word & UNLINKED == 0
 }
 
 fn holds_exclusive(st: &TxState<LockMeta>, rec: RecordPtr<LockMeta>, g: u8) -> bool {
@@ -149,11 +200,28 @@ fn holds_shared(st: &TxState<LockMeta>, rec: RecordPtr<LockMeta>, g: u8) -> bool
     st.holds(rec, g)
 }
 
-/// Drops one shared hold of `m`. Only wait-die keeps the readers' age (the other policies write
-/// nothing more to the group's cache line).
+/// Drops one shared hold of `m` (after the same transaction's exclusive hold, if any, was
+/// published) and wakes the group's parked waiters. Only wait-die keeps the readers' age (the other
+/// policies write nothing more to the group's cache line).
+#[inline(always)]
 fn release_shared_count<const POLICY: u8>(m: &LockMeta) {
-    if m.readers.fetch_sub(1, Ordering::AcqRel) == 1 && POLICY == WAIT_DIE {
+    let prev = m.readers.fetch_sub(1, Ordering::AcqRel);
+    if POLICY == WAIT_DIE && holders(prev) == 1 {
         m.reader_ts.store(u64::MAX, Ordering::Relaxed);
+    }
+    park::after_release(&m.readers, prev);
+}
+
+/// Wakes the waiters parked on the groups whose exclusive locks were just published, where the
+/// attempt holds no shared count (whose release, coming next, wakes them).
+#[inline(always)]
+fn wake_exclusive<const POLICY: u8>(st: &TxState<LockMeta>, db: &Database<TwoPl<POLICY>>) {
+    if POLICY == NO_WAIT {
+        return;
+    }
+    for l in st.locks.iter().filter(|l| !l.shared) {
+        let t = st.writes[l.write as usize].table;
+        park::released_exclusive(&l.rec.meta(db.table(t).layout(), l.group as usize).readers);
     }
 }
 
@@ -175,7 +243,11 @@ fn clear_owner_ts<const POLICY: u8>(st: &TxState<LockMeta>, db: &Database<TwoPl<
 /// are queued for unlinking), shared ones by count.
 fn release_all<const POLICY: u8>(st: &mut TxState<LockMeta>, db: &Database<TwoPl<POLICY>>) {
     clear_owner_ts(st, db);
+    let held = st.locks.iter().any(|l| l.held);
     commit::release(st, db);
+    if held {
+        wake_exclusive(st, db);
+    }
     for s in st.take_held() {
         release_shared_count::<POLICY>(s.rec.meta(db.table(s.table).layout(), s.group as usize));
     }
@@ -204,6 +276,7 @@ fn lock_inserts<const POLICY: u8>(
                 )
                 .readers
                 .load(Ordering::SeqCst)
+                & !PARKED
                 != holds_shared(st, l.rec, l.group) as u32
     });
     if read_by_others {
@@ -287,6 +360,8 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
                 st.ts,
                 || m.owner_ts.load(Ordering::Acquire),
                 Conflict::ReadLocked,
+                m,
+                exclusive_held,
             )?;
         }
     }
@@ -323,6 +398,8 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
                         st.ts,
                         || m.owner_ts.load(Ordering::Acquire),
                         Conflict::WriteLocked,
+                        m,
+                        exclusive_held,
                     )?;
                     continue;
                 }
@@ -337,13 +414,19 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
                 m.owner_ts.store(st.ts, Ordering::Release);
             }
             // Holding the lock bit keeps new readers out; wait for the current ones to leave.
-            while m.readers.load(Ordering::SeqCst) != own_readers {
+            while holders(m.readers.load(Ordering::SeqCst)) != own_readers {
                 let holder = || m.reader_ts.load(Ordering::Acquire);
-                if let Err(e) = wait.decide::<POLICY>(st.ts, holder, Conflict::WriteLocked) {
+                let blocked = |_, n| n != own_readers;
+                if let Err(e) =
+                    wait.decide::<POLICY>(st.ts, holder, Conflict::WriteLocked, m, blocked)
+                {
                     if POLICY == WAIT_DIE {
                         m.owner_ts.store(u64::MAX, Ordering::Relaxed);
                     }
                     m.word.publish(prev);
+                    if own_readers == 0 {
+                        park::released_exclusive(&m.readers);
+                    }
                     return Err(e);
                 }
             }
@@ -354,6 +437,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
                 prev,
                 fresh: false,
                 held: true,
+                shared: own_readers != 0,
             });
         }
         Ok(())
@@ -383,6 +467,7 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
             clear_owner_ts(st, db);
             let tid = commit::choose_tid(st, *ctx.last_tid, epoch);
             commit::install(st, db, tid);
+            wake_exclusive(st, db);
             *ctx.last_tid = tid;
             ctx.tid = tid;
         }

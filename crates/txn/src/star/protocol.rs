@@ -197,6 +197,7 @@ fn list_overwritten(st: &mut TxState<TidWord>, db: &Database<Star>) {
                 prev: rec.meta(table.layout(), g as usize).load(),
                 fresh: false,
                 held: false,
+                shared: false,
             });
         }
     }
