@@ -377,6 +377,11 @@ impl<P: Protocol> Database<P> {
     }
 
     /// Makes every table afresh, empty (recovery replaces what was loaded).
+    /// The tables as created (declared groups), which [`Database::reset_tables`] goes back to.
+    pub(crate) fn specs(&self) -> &[TableSpec] {
+        &self.specs
+    }
+
     pub(crate) fn reset_tables(&mut self) {
         self.tables = std::sync::Arc::new(
             self.specs

@@ -279,37 +279,36 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<Checkpoint>, DurabilityError> {
     Ok(found)
 }
 
-/// The schema each table of `tables` must be laid out in to load checkpoint `c`: `Some` for a
-/// table whose groups the checkpoint records differently (only a table with automatic groups,
-/// `auto(table id)`, may change them); an error if they do not fit the table.
-pub(crate) fn layouts<M: TidMeta>(
+/// The schema each table must be laid out in, once reset to `specs` (as created), to load
+/// checkpoint `c`: `Some` for a table whose groups the checkpoint records differently (only a
+/// table with automatic groups, `auto(table id)`, may change them); an error if they do not fit.
+pub(crate) fn layouts(
     c: &Checkpoint,
-    tables: &[Table<M>],
+    specs: &[phasedb_storage::TableSpec],
     auto: impl Fn(usize) -> bool,
 ) -> Result<Vec<Option<phasedb_storage::Schema>>, String> {
     let Some(groups) = &c.groups else {
-        return Ok(vec![None; tables.len()]);
+        return Ok(vec![None; specs.len()]);
     };
-    if groups.len() != tables.len() {
+    if groups.len() != specs.len() {
         return Err(format!(
             "it records the groups of {} tables, this database has {}",
             groups.len(),
-            tables.len()
+            specs.len()
         ));
     }
-    (tables.iter().zip(groups).enumerate())
-        .map(|(i, (t, g))| {
-            let schema = t.schema();
-            if schema.group_of_columns() == *g {
+    (specs.iter().zip(groups).enumerate())
+        .map(|(i, (spec, g))| {
+            if spec.schema.group_of_columns() == *g {
                 return Ok(None);
             }
             if !auto(i) {
                 return Err(format!(
                     "table {} has declared groups, and the checkpoint was written in others",
-                    t.name()
+                    spec.name
                 ));
             }
-            (schema.regrouped(g).map(Some)).map_err(|e| format!("table {}: {e}", t.name()))
+            (spec.schema.regrouped(g).map(Some)).map_err(|e| format!("table {}: {e}", spec.name))
         })
         .collect()
 }

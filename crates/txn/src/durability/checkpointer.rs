@@ -212,8 +212,7 @@ fn take<M: TidMeta>(
         segment,
         epoch: start_epoch,
     };
-    let gate = ctx.layout_gate.clone();
-    let layouts_still = gate.read();
+    let layouts_still = ctx.layout_gate.read();
     let (rows, image_seconds) =
         checkpoint::write(&ctx.dir, seq, &ctx.tables, ctx.threads, start, stop, || {
             // The image is written, in the groups recorded for it: tables may change theirs.

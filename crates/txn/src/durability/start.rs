@@ -118,11 +118,11 @@ fn recover<P: Protocol>(
     let checkpoints = checkpoint::list(dir)?;
     let mut chosen = None;
     for c in &checkpoints {
-        let verified = checkpoint::layouts(c, &db.tables, auto)
-            .and_then(|_| checkpoint::verify(c, &db.tables));
+        let verified = checkpoint::layouts(c, db.specs(), auto)
+            .and_then(|layouts| Ok((layouts, checkpoint::verify(c, &db.tables)?)));
         match verified {
-            Ok(files) => {
-                chosen = Some((c.clone(), files));
+            Ok((layouts, files)) => {
+                chosen = Some((c.clone(), layouts, files));
                 break;
             }
             Err(why) => report
@@ -130,7 +130,7 @@ fn recover<P: Protocol>(
                 .push(format!("checkpoint {}: {why}", c.seq)),
         }
     }
-    let Some((base, files)) = chosen else {
+    let Some((base, layouts, files)) = chosen else {
         return Err(DurabilityError::NoCheckpoint {
             dir: dir.to_path_buf(),
             detail: if report.skipped_checkpoints.is_empty() {
@@ -142,14 +142,7 @@ fn recover<P: Protocol>(
     };
     db.reset_tables();
     // Automatic groups come back as the image was written: its rows' TIDs are per group, and the
-    // logs replay over them by columns whatever groups they were written in. (Compared with the
-    // tables as reset to their declared groups.)
-    let auto = |t: usize| db.granularity.is_auto(t as TableId);
-    let layouts =
-        checkpoint::layouts(&base, &db.tables, auto).map_err(|detail| DurabilityError::Schema {
-            dir: dir.to_path_buf(),
-            detail,
-        })?;
+    // logs replay over them by columns whatever groups they were written in.
     let guard = phasedb_storage::pin();
     for (table, schema) in db.tables.iter().zip(layouts) {
         if let Some(schema) = schema {
