@@ -7,7 +7,7 @@ use crate::error::{TxError, TxResult};
 use crate::protocol::Protocol;
 use crate::splittable::SplitOp;
 use crate::state::{MissEntry, ReadEntry, ScanEntry, TxState, WriteEntry, WriteKind};
-use crate::tid::{ABSENT, TidMeta};
+use crate::tid::{ABSENT, LOCK, TidMeta};
 
 /// The handle a stored procedure uses to read and write: every access goes through it, so the protocol
 /// sees them all. Writes are buffered until commit; reads see the transaction's own writes.
@@ -266,22 +266,29 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             rec.prefetch_group_for_write(layout, mask.trailing_zeros() as usize);
             mask &= mask - 1;
         }
-        let mut locked = None;
         if P::READS_LOCK {
             if rec.meta(layout, 0).tid().load() & ABSENT != 0 {
                 return Ok(None);
             }
             let w = self.push_write(t, key, Some(rec), WriteKind::Update);
             P::on_write(self.st, self.db, t, rec, layout, groups, w)?;
-            locked = Some(w);
+            self.read_write_locked(t, key, rec, groups, cols, w);
+            let st = &mut *self.st;
+            let entry = &mut st.writes[w];
+            let image = &mut st.images[entry.image..entry.image + schema.row_words()];
+            crate::splittable::apply_raw(
+                op,
+                ty,
+                RowBuf::new(schema, image).raw_mut(col),
+                st.worker,
+            );
+            entry.columns = cols;
+            return Ok(Some(true));
         }
         if !self.read_record(t, key, rec, groups, cols)? {
             return Ok(Some(false));
         }
-        let w = match locked {
-            Some(w) => w,
-            None => self.push_write(t, key, Some(rec), WriteKind::Update),
-        };
+        let w = self.push_write(t, key, Some(rec), WriteKind::Update);
         let st = &mut *self.st;
         let mut row = RowBuf::new(schema, &mut st.row);
         crate::splittable::apply_raw(op, ty, row.raw_mut(col), st.worker);
@@ -291,10 +298,41 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
             .raw_mut(col)
             .copy_from_slice(RowView::new(schema, &st.row).raw(col));
         entry.columns = cols;
-        if !P::READS_LOCK {
-            P::on_write(self.st, self.db, t, rec, layout, groups, w)?;
-        }
+        P::on_write(self.st, self.db, t, rec, layout, groups, w)?;
         Ok(Some(true))
+    }
+
+    /// Reads columns `cols` of the groups `groups` of `rec`, which this attempt has just
+    /// write-locked (under [`Protocol::READS_LOCK`], `on_write` returned with every group's
+    /// exclusive lock held and the record present), straight into update `w`'s image, and registers
+    /// the reads: no lock to look up or wait for, no copy through the row buffer.
+    fn read_write_locked(
+        &mut self,
+        t: TableId,
+        key: u64,
+        rec: RecordPtr<P::Meta>,
+        groups: u32,
+        cols: u64,
+        w: usize,
+    ) {
+        let table = self.table(t);
+        let (schema, layout) = (table.schema(), table.layout());
+        let image = self.st.writes[w].image;
+        let mut m = groups;
+        while m != 0 {
+            let g = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let group = schema.groups()[g];
+            let (first, words) = words_of(schema, &group, cols);
+            let observed = rec.meta(layout, g).tid().load() & !LOCK;
+            rec.copy_part(
+                layout,
+                g,
+                first,
+                &mut self.st.images[image + first..image + first + words],
+            );
+            self.record_read(t, g as u8, key, rec, observed, cols & group.columns);
+        }
     }
 
     /// Under protocols whose reads take shared locks, takes the write locks of the groups of `cols`
