@@ -13,12 +13,18 @@
 
 #[path = "sim_star/accounts.rs"]
 mod accounts;
+#[path = "sim_star/client.rs"]
+#[allow(dead_code)] // shared with sim_star, which sends given bodies too
+mod client;
 
 use accounts::Accounts;
+use client::Client;
 use phasedb_check::{History, check_serializable};
-use phasedb_dist::star::{Layout, PhaseKind, StarNode, StarSettings, open_database};
+use phasedb_dist::star::{
+    Layout, Outcome, PhaseKind, StarMsg, StarNode, StarSettings, open_database,
+};
 use phasedb_net::sim::{SimConfig, Simulator};
-use phasedb_net::{Addr, ReplicationSync, StarConfig};
+use phasedb_net::{Addr, CLIENT_ADDR_BASE, Node, ReplicationSync, StarConfig, Transport};
 use phasedb_txn::{Database, Procedures, Star};
 use phasedb_workloads::tpcc::{ProceduresMix, TpccProcedures, TpccProceduresConfig};
 use serde::Serialize;
@@ -178,7 +184,11 @@ where
         let node = sim.node(n);
         assert_eq!(node.failures(), &failures[..], "seed {seed}: node {n}");
         assert!(node.lost().is_none(), "seed {seed}: node {n}");
-        assert_eq!(node.layout().coordinator(), live[0], "seed {seed}: node {n}");
+        assert_eq!(
+            node.layout().coordinator(),
+            live[0],
+            "seed {seed}: node {n}"
+        );
         let f = node
             .stats()
             .fall_back
@@ -362,7 +372,10 @@ fn a_partition_left_with_no_live_copy_stops_the_cluster_and_is_named() {
     let failed_over = sim.run_until_pred(sim.now() + 500 * MS, |sim| {
         [0, 2].iter().all(|&n| sim.node(n).failures().len() == 1)
     });
-    assert!(failed_over, "seed {seed}: node 1's failure was not announced");
+    assert!(
+        failed_over,
+        "seed {seed}: node 1's failure was not announced"
+    );
     sim.run_until(sim.now() + 20 * MS);
     sim.crash(FULL);
     sim.run_until(sim.now() + 100 * MS);
@@ -387,4 +400,145 @@ fn a_partition_left_with_no_live_copy_stops_the_cluster_and_is_named() {
         committed,
         "seed {seed}: node 2 still commits"
     );
+}
+
+/// A simulated process: a STAR node or a client endpoint.
+enum Actor<'w> {
+    Star(Box<StarNode<'w, Accounts>>),
+    Client(Box<Client<'w>>),
+}
+
+impl<'w> Actor<'w> {
+    fn star(&self) -> &StarNode<'w, Accounts> {
+        match self {
+            Actor::Star(s) => s,
+            Actor::Client(_) => panic!("not a node"),
+        }
+    }
+
+    fn star_mut(&mut self) -> &mut StarNode<'w, Accounts> {
+        match self {
+            Actor::Star(s) => s,
+            Actor::Client(_) => panic!("not a node"),
+        }
+    }
+
+    fn client(&self) -> &Client<'w> {
+        match self {
+            Actor::Client(c) => c,
+            Actor::Star(_) => panic!("not a client"),
+        }
+    }
+}
+
+impl Node for Actor<'_> {
+    type Msg = StarMsg;
+
+    fn on_start<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        match self {
+            Actor::Star(s) => s.on_start(net),
+            Actor::Client(c) => c.on_start(net),
+        }
+    }
+
+    fn on_message<T: Transport<StarMsg>>(&mut self, net: &mut T, from: Addr, msg: StarMsg) {
+        match self {
+            Actor::Star(s) => s.on_message(net, from, msg),
+            Actor::Client(c) => c.on_message(net, from, msg),
+        }
+    }
+
+    fn on_tick<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        match self {
+            Actor::Star(s) => s.on_tick(net),
+            Actor::Client(c) => c.on_tick(net),
+        }
+    }
+}
+
+#[test]
+fn requests_from_clients_are_served_under_the_fall_back() {
+    for seed in seeds(2) {
+        let l = layout(4, 3, PARTITIONS);
+        let mut w = Accounts::new(PARTITIONS, 50);
+        let dbs: Vec<Database<Star>> = (0..l.nodes())
+            .map(|n| open_database(&mut w, &l, n, true).unwrap())
+            .collect();
+        let mut sim = Simulator::new(SimConfig {
+            min_delay: 20_000,
+            max_delay: 400_000,
+            tick: MS / 2,
+            ..SimConfig::new(seed)
+        });
+        let s = StarSettings {
+            local_load: false,
+            ..settings(seed, 0.0, ReplicationSync::Async)
+        };
+        for n in 0..l.nodes() {
+            let node = StarNode::new(n, l.clone(), s.clone(), &dbs[n as usize], &w).unwrap();
+            sim.add(n, Actor::Star(Box::new(node)));
+        }
+        sim.run_until(30 * MS);
+        sim.crash(FULL);
+        let live: Vec<Addr> = (1..l.nodes()).collect();
+        let switched = sim.run_until_pred(sim.now() + 500 * MS, |sim| {
+            live.iter().all(|&n| sim.node(n).star().in_fall_back())
+        });
+        assert!(switched, "seed {seed}: the live nodes did not fall back");
+        // Every live node gets requests, for its partitions and others', half of them
+        // cross-partition.
+        let clients: Vec<Addr> = live
+            .iter()
+            .map(|&n| {
+                let addr = CLIENT_ADDR_BASE + n;
+                let mut c = Client::transfers(&w, seed * 100 + n as u64, 0.5, 60);
+                c.target = Some(n);
+                sim.add(addr, Actor::Client(Box::new(c)));
+                addr
+            })
+            .collect();
+        let done = sim.run_until_pred(sim.now() + 5_000 * MS, |sim| {
+            clients.iter().all(|&c| sim.node(c).client().done())
+        });
+        assert!(
+            done,
+            "seed {seed}: requests went unanswered under the fall-back (replay: PHASEDB_SIM_SEED={seed})"
+        );
+        let first = sim.node(1).star().stats().fall_back.unwrap().phase;
+        let mut committed = 0;
+        for &c in &clients {
+            let client = sim.node(c).client();
+            assert_eq!(client.replies.len(), client.total(), "seed {seed}");
+            for (rid, _, outcome) in &client.replies {
+                match outcome {
+                    Outcome::Committed { phase } => {
+                        assert!(
+                            *phase >= first,
+                            "seed {seed}: request {rid} in phase {phase}"
+                        );
+                        committed += 1;
+                    }
+                    Outcome::Aborted { .. } => {}
+                    other => panic!("seed {seed}: request {rid} got {other:?}"),
+                }
+            }
+        }
+        assert!(committed > 0, "seed {seed}: no request committed");
+        for &n in &live {
+            let node = sim.node(n).star();
+            assert!(
+                node.stats().requests.forwarded > 0,
+                "seed {seed}: node {n} forwarded nothing"
+            );
+        }
+        let history = History::merge(
+            (0..l.nodes())
+                .map(|n| sim.node_mut(n).star_mut().take_history())
+                .collect(),
+        );
+        assert!(history.len() >= committed, "seed {seed}");
+        if let Err(a) = check_serializable(&history) {
+            panic!("seed {seed}: not serializable: {a} (replay: PHASEDB_SIM_SEED={seed})");
+        }
+    }
 }

@@ -23,8 +23,8 @@ use crate::ramp::bench::faults::{Faults, Timeline};
 use crate::star::client::{Client, ClientError};
 use crate::star::layout::Layout;
 use crate::star::msg::{Answer, Query};
-pub use crate::star::sampler::Reincarnation;
 use crate::star::sampler::Sampler;
+pub use crate::star::sampler::{FallBackSeen, Reincarnation};
 use crate::star::stats::{LatencySnapshot, PhaseTimes, StarStats};
 
 /// How a benchmark run goes.
@@ -125,6 +125,9 @@ pub struct BenchReport {
     pub live: Vec<bool>,
     /// Nodes whose restarted process answered, and how they recovered.
     pub reincarnations: Vec<Reincarnation>,
+    /// Whether the cluster fell back to Dist-OCC because no full replica was left (§7.2), and
+    /// since when.
+    pub fall_back: Option<FallBackSeen>,
 }
 
 impl BenchReport {
@@ -585,6 +588,7 @@ pub fn run(
         silences,
         live,
         reincarnations: nodes.reincarnations,
+        fall_back: nodes.fall_back,
     })
 }
 

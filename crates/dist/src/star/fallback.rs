@@ -37,7 +37,8 @@
 //! mode. What it does not do yet: detect failures under the fall-back (Dist-OCC here assumes no
 //! further failure, like the baseline), and go back to STAR's phases when a full replica
 //! restarts and recovers (the paper's "when parallel recovery finishes, the system goes back to
-//! the normal mode"): a node that restarts under the fall-back is not let back in.
+//! the normal mode"): a node that restarts under the fall-back is not let back in, and one still
+//! copying its partitions when the fall-back begins does not finish its copy.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -492,4 +492,27 @@ mod tests {
                 .contains("no [star] table")
         );
     }
+
+    #[test]
+    fn with_no_full_replica_left_the_lowest_live_node_leads_the_fall_back() {
+        // Node 0 full; each partition on its primary, node 0 and the next partial replica.
+        let mut l = Layout::new(4, &star(3, 1, 3)).unwrap();
+        assert!(l.has_full_replica());
+        assert_eq!(l.fall_back_leader(0), Some(1));
+        assert_eq!(l.fail(0), Ok(Vec::new()), "node 0 mastered nothing");
+        assert!(!l.has_full_replica());
+        assert_eq!(l.coordinator(), 1, "the lowest live node");
+        // Node 1's partition goes to its surviving secondary.
+        let moved = l.fail(1).unwrap();
+        assert_eq!(moved, vec![(0, 2)]);
+        assert_eq!(
+            l.coordinator(),
+            2,
+            "the leader failed: the next lowest live node"
+        );
+        assert_eq!(l.replicas(2), &[3]);
+        // Partition 0 was on nodes 1, 0 and 2: no copy left after node 2 too.
+        let e = l.fail(2).unwrap_err().to_string();
+        assert!(e.contains("partition 0 has no live copy"), "{e}");
+    }
 }

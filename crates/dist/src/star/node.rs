@@ -370,9 +370,13 @@ where
         self.db
     }
 
-    /// The phase it is in (0 before the first begins).
+    /// The phase it is in (0 before the first begins); under the fall-back to Dist-OCC, the group
+    /// after the last complete one (as [`StarStats::phase`]).
     pub fn phase(&self) -> Phase {
-        self.phase
+        match &self.fall_back {
+            Some(f) => f.dist.completed_group() + 1,
+            None => self.phase,
+        }
     }
 
     /// Starts or stops the node's own load (the coordinator also stops planning for it).
@@ -715,7 +719,8 @@ where
         let from_node = from < self.layout.nodes();
         // A restarted node is still failed here until it rejoins (`recover`).
         match msg {
-            StarMsg::Hello { incarnation } if from_node && self.fall_back.is_none() => {
+            // Under the fall-back (or on the way to it) a restarted node is not let back in.
+            StarMsg::Hello { incarnation } if from_node && !self.falling_back() => {
                 return self.on_hello(net, from, incarnation);
             }
             StarMsg::CopyRequest { partition } if from_node && self.fall_back.is_none() => {
