@@ -150,7 +150,7 @@ where
         "seed {seed}: the live nodes did not fall back after node {FULL} failed in {when:?}: {lost:?} (replay: PHASEDB_SIM_SEED={seed})"
     );
     let at_switch = committed(&sim, &live);
-    sim.run_until(sim.now() + 100 * MS);
+    sim.run_until(sim.now() + 60 * MS);
     let later = committed(&sim, &live);
     assert!(
         later.0 > at_switch.0,
@@ -309,29 +309,31 @@ fn accounts_under(when: When, cross: f64, replication: ReplicationSync, runs: u6
 
 #[test]
 fn the_full_replica_crashed_in_a_partitioned_phase_falls_back_to_dist_occ() {
-    accounts_under(When::Partitioned, 0.2, ReplicationSync::Async, 5);
+    accounts_under(When::Partitioned, 0.2, ReplicationSync::Async, 4);
 }
 
 #[test]
 fn the_full_replica_crashed_in_a_single_master_phase_falls_back_to_dist_occ() {
-    accounts_under(When::SingleMaster, 0.5, ReplicationSync::Async, 5);
+    accounts_under(When::SingleMaster, 0.5, ReplicationSync::Async, 4);
 }
 
 #[test]
 fn the_full_replica_crashed_during_a_replication_fence_falls_back_to_dist_occ() {
-    accounts_under(When::Fence, 0.2, ReplicationSync::Async, 5);
+    accounts_under(When::Fence, 0.2, ReplicationSync::Async, 4);
 }
 
 #[test]
 fn the_fall_back_keeps_synchronous_replication_when_the_cluster_had_it() {
     for when in [When::Partitioned, When::SingleMaster, When::Fence] {
-        accounts_under(when, 0.3, ReplicationSync::Sync, 2);
+        accounts_under(when, 0.3, ReplicationSync::Sync, 1);
     }
 }
 
 #[test]
 fn tpcc_keeps_its_consistency_conditions_through_the_fall_back() {
-    for seed in seeds(3) {
+    // Two seeds (loading TPC-C three times per seed is most of the time): a crash in a
+    // single-master phase, then during a fence.
+    for seed in seeds(2) {
         let mut w = TpccProcedures::new(TpccProceduresConfig {
             warehouses: 2,
             mix: ProceduresMix::NewOrderPayment,

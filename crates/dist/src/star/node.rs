@@ -465,7 +465,6 @@ where
         }
         self.release(net);
         self.phase = phase;
-        self.replay_early_batches();
         self.inbox.forget_before(phase);
         self.rejoin_at_begin(net, phase);
         self.adopt_partitions();
@@ -480,6 +479,8 @@ where
         if let Some(c) = &mut self.coordinator {
             c.on_begin(phase);
         }
+        // Batches kept while the last full replica's failure was announced (`fallback`).
+        self.replay_early_batches();
         // Batches that came before this node's first phase.
         self.inbox
             .retry_blocked(self.db, &mut self.replication, |_, _| {});
