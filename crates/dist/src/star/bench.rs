@@ -571,9 +571,11 @@ pub fn run(
     for w in &per_node {
         window.merge(w);
     }
-    // The phases' clock: the first coordinator still live (a successor took over a failed one).
+    // The phases' clock: the first coordinator still live (a successor took over a failed one),
+    // or with no full replica left (the fall-back to Dist-OCC) the first live node.
     let clock = (0..layout.nodes() as usize)
         .find(|&n| live[n] && layout.is_full(n as u32))
+        .or_else(|| (0..layout.nodes() as usize).find(|&n| live[n]))
         .unwrap_or(layout.coordinator() as usize);
     let coordinator = per_node[clock].times;
     Ok(BenchReport {
