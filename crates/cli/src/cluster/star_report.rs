@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use phasedb_dist::star::bench::{BenchReport, BenchSettings, Reincarnation};
+use phasedb_dist::star::bench::{BenchReport, BenchSettings, FallBackSeen, Reincarnation};
 use phasedb_dist::star::stats::TypeCounts;
 use phasedb_net::config::NetSettings;
 use phasedb_net::{ReplicationSync, StarAlgorithm, StarConfig};
@@ -197,7 +197,30 @@ pub fn json(r: &BenchReport, info: &RunInfo) -> Value {
     v["intervals"]["min_over_mean"] = json!(r.min_interval() / r.throughput().max(1e-9));
     v["config"]["placement"] = json!(star.placement);
     v["restarts"] = r.reincarnations.iter().map(restart_json).collect();
+    v["fall_back"] = r.fall_back.as_ref().map_or(Value::Null, fall_back_json);
     v
+}
+
+/// The fall-back to Dist-OCC once no full replica was left (§7.2): when the benchmark first saw
+/// it, from which group on, after how many failures.
+fn fall_back_json(f: &FallBackSeen) -> Value {
+    json!({
+        "seen_s": f.seen.as_secs_f64(),
+        "node": f.node,
+        "first_group": f.stats.phase,
+        "view": f.stats.view,
+    })
+}
+
+/// The fall-back, for the table.
+fn fall_back_line(f: &FallBackSeen) -> String {
+    format!(
+        "fall-back: no full replica left; the cluster runs Dist-OCC over the partial replicas (§7.2) from group {} on, after {} failure(s), seen on node {} at {:.3} s",
+        f.stats.phase,
+        f.stats.view,
+        f.node,
+        f.seen.as_secs_f64()
+    )
 }
 
 /// A restarted node's way back (§7.2): when its new process answered, when it was a member with
@@ -404,6 +427,9 @@ pub fn table(r: &BenchReport, info: &RunInfo) -> String {
     }
     for restart in &r.reincarnations {
         let _ = writeln!(out, "{}", restart_line(restart));
+    }
+    if let Some(f) = &r.fall_back {
+        let _ = writeln!(out, "{}", fall_back_line(f));
     }
     let failed: Vec<&String> = r.checks.iter().filter_map(|c| c.as_ref().err()).collect();
     let _ = writeln!(

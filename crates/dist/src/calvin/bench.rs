@@ -223,5 +223,6 @@ pub fn run(
         silences: Faults::default(),
         live: vec![true; groups.nodes() as usize],
         reincarnations: Vec::new(),
+        fall_back: None,
     })
 }

@@ -23,8 +23,8 @@ use crate::ramp::bench::faults::{Faults, Timeline};
 use crate::star::client::{Client, ClientError};
 use crate::star::layout::Layout;
 use crate::star::msg::{Answer, Query};
-pub use crate::star::sampler::Reincarnation;
 use crate::star::sampler::Sampler;
+pub use crate::star::sampler::{FallBackSeen, Reincarnation};
 use crate::star::stats::{LatencySnapshot, PhaseTimes, StarStats};
 
 /// How a benchmark run goes.
@@ -125,6 +125,9 @@ pub struct BenchReport {
     pub live: Vec<bool>,
     /// Nodes whose restarted process answered, and how they recovered.
     pub reincarnations: Vec<Reincarnation>,
+    /// Whether the cluster fell back to Dist-OCC because no full replica was left (§7.2), and
+    /// since when.
+    pub fall_back: Option<FallBackSeen>,
 }
 
 impl BenchReport {
@@ -568,9 +571,11 @@ pub fn run(
     for w in &per_node {
         window.merge(w);
     }
-    // The phases' clock: the first coordinator still live (a successor took over a failed one).
+    // The phases' clock: the first coordinator still live (a successor took over a failed one),
+    // or with no full replica left (the fall-back to Dist-OCC) the first live node.
     let clock = (0..layout.nodes() as usize)
         .find(|&n| live[n] && layout.is_full(n as u32))
+        .or_else(|| (0..layout.nodes() as usize).find(|&n| live[n]))
         .unwrap_or(layout.coordinator() as usize);
     let coordinator = per_node[clock].times;
     Ok(BenchReport {
@@ -585,6 +590,7 @@ pub fn run(
         silences,
         live,
         reincarnations: nodes.reincarnations,
+        fall_back: nodes.fall_back,
     })
 }
 

@@ -30,11 +30,13 @@
 //! - **Coordinator.** The coordinator's successor (the next live full replica) watches it; when it
 //!   falls silent the successor becomes coordinator, announces the failure itself, and drives the
 //!   phase in progress to its fence (nodes obey phase control from the successor too, as its
-//!   announcement may arrive after its first start fence). With no other full replica alive,
-//!   every node stops and says why ([`StarNode::lost`]).
+//!   announcement may arrive after its first start fence). With no other full replica alive, the
+//!   *fall-back leader* (the lowest live node, which every survivor computes alike) takes over the
+//!   same way, ends the interrupted phase with its fence and switches the cluster to Dist-OCC
+//!   over the partial replicas (§7.2, see `fallback`). If a partition has no live copy left, every
+//!   node stops and says which ([`StarNode::lost`]).
 //!
-//! What it does not do yet: falling back to Dist-OCC when no full replica is alive (§7.2). A
-//! restarted node's recovery is in `recover`.
+//! A restarted node's recovery is in `recover`.
 
 use std::collections::VecDeque;
 
@@ -150,15 +152,13 @@ where
         self.liveness.look(now);
         if self.me != coordinator {
             if self.liveness.lost.is_none() && self.liveness.silent_since(coordinator, now) {
-                match self.successor() {
+                match self.heir() {
                     Some(s) if s == self.me => self.take_over(net, coordinator),
                     Some(_) => {}
                     None => {
                         self.liveness.lost = Some(format!(
-                            "node {coordinator}, the coordinator and the last live full replica, \
-                             failed: STAR cannot run a single-master phase without a full replica, \
-                             and the fall-back to Dist-OCC over the partial replicas (§7.2) is not \
-                             built, so the cluster stops"
+                            "node {coordinator}, the coordinator, failed and no live node can \
+                             take over from it, so the cluster stops"
                         ))
                     }
                 }
@@ -181,10 +181,17 @@ where
             .find(|&n| n != c && !self.layout.is_failed(n) && !self.layout.is_recovering(n))
     }
 
-    /// Whether phase control from `from` is obeyed: from the coordinator, or from its successor
+    /// Who takes over if the coordinator fails: its successor, or with no other full replica
+    /// alive the fall-back leader, which switches the cluster to Dist-OCC (§7.2, `fallback`).
+    pub(crate) fn heir(&self) -> Option<Addr> {
+        self.successor()
+            .or_else(|| self.layout.fall_back_leader(self.layout.coordinator()))
+    }
+
+    /// Whether phase control from `from` is obeyed: from the coordinator, or from its heir
     /// (which sends it only once it took over; its announcement may come later).
     pub(crate) fn controls(&self, from: Addr) -> bool {
-        from == self.layout.coordinator() || Some(from) == self.successor()
+        from == self.layout.coordinator() || Some(from) == self.heir()
     }
 
     /// This node, the coordinator's successor, becomes coordinator (§7.2: "the next available

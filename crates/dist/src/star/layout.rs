@@ -122,10 +122,26 @@ impl Layout {
     }
 
     /// The coordinator: node 0, then after each failure of the coordinator
-    /// [`Layout::live_coordinator`] (node 0 once no full replica is left). A restarted coordinator
-    /// does not take its role back: the role moves only when its holder fails.
+    /// [`Layout::live_coordinator`], or once no full replica is left the *fall-back leader*
+    /// ([`Layout::fall_back_leader`]), which ends the interrupted phase and switches the cluster
+    /// to Dist-OCC (§7.2). A restarted coordinator does not take its role back: the role moves
+    /// only when its holder fails.
     pub fn coordinator(&self) -> Addr {
         self.coordinator
+    }
+
+    /// Whether a full replica is alive: the cluster can run STAR's phases (else it falls back
+    /// to Dist-OCC, §7.2).
+    pub fn has_full_replica(&self) -> bool {
+        self.live_coordinator().is_some()
+    }
+
+    /// The lowest node that is neither failed, recovering, nor `except`: who leads the fall-back
+    /// to Dist-OCC once no full replica is left (§7.2). Every survivor computes the same one from
+    /// the same failures.
+    pub fn fall_back_leader(&self, except: Addr) -> Option<Addr> {
+        (0..self.nodes)
+            .find(|&n| n != except && !self.failed.contains(&n) && !self.recovering.contains(&n))
     }
 
     /// Whether `node` restarted and is still copying its partitions (§7.2).
@@ -181,7 +197,10 @@ impl Layout {
         self.failed.push(node);
         self.recovering.retain(|&n| n != node);
         if node == self.coordinator {
-            self.coordinator = self.live_coordinator().unwrap_or(0);
+            self.coordinator = self
+                .live_coordinator()
+                .or_else(|| self.fall_back_leader(node))
+                .unwrap_or(0);
         }
         let full = self.full_replicas;
         let recovering = &self.recovering;
@@ -472,5 +491,28 @@ mod tests {
                 .to_string()
                 .contains("no [star] table")
         );
+    }
+
+    #[test]
+    fn with_no_full_replica_left_the_lowest_live_node_leads_the_fall_back() {
+        // Node 0 full; each partition on its primary, node 0 and the next partial replica.
+        let mut l = Layout::new(4, &star(3, 1, 3)).unwrap();
+        assert!(l.has_full_replica());
+        assert_eq!(l.fall_back_leader(0), Some(1));
+        assert_eq!(l.fail(0), Ok(Vec::new()), "node 0 mastered nothing");
+        assert!(!l.has_full_replica());
+        assert_eq!(l.coordinator(), 1, "the lowest live node");
+        // Node 1's partition goes to its surviving secondary.
+        let moved = l.fail(1).unwrap();
+        assert_eq!(moved, vec![(0, 2)]);
+        assert_eq!(
+            l.coordinator(),
+            2,
+            "the leader failed: the next lowest live node"
+        );
+        assert_eq!(l.replicas(2), &[3]);
+        // Partition 0 was on nodes 1, 0 and 2: no copy left after node 2 too.
+        let e = l.fail(2).unwrap_err().to_string();
+        assert!(e.contains("partition 0 has no live copy"), "{e}");
     }
 }

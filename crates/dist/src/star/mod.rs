@@ -14,6 +14,9 @@
 //! - `fence`: the replication fence between phases (§4.3, Figure 4).
 //! - `failover`: heartbeats, failed nodes, taking back an interrupted phase's writes and
 //!   re-mastering (§7.1, §7.2).
+//! - `fallback`: with no full replica left, the lowest live node ends the interrupted phase and
+//!   switches the cluster to Dist-OCC over the partial replicas, each node running the
+//!   baseline's [`baselines::DistNode`] inside its [`StarNode`] (§7.2).
 //! - `recover`: a restarted node rejoins, copies its partitions from live replicas beside the
 //!   replication stream, and goes back to being a secondary (§7.2).
 //! - [`replicate`]: operation and value replication streams, applied in stream order (§5.2).
@@ -32,10 +35,12 @@
 //! the coordinator, and a fence between phases after which every replica of every partition holds
 //! every write of the phase; a client hears of a transaction only after that fence. What it
 //! assumes: fail-stop failures (detected by heartbeats; a failed coordinator is replaced by the
-//! next live full replica, see `failover`; a restarted node recovers, see `recover`) and a
-//! network that loses nothing between live nodes; the Dist-OCC fall-back with no full replica
-//! (§7.2) is not built. What it does not do yet: worker threads per node (the layout records
-//! `workers`, but a node runs its transactions inline on its event-loop thread).
+//! next live full replica, see `failover`, or with none left the cluster falls back to Dist-OCC,
+//! see `fallback`; a restarted node recovers, see `recover`) and a network that loses nothing
+//! between live nodes. What it does not do yet: worker threads per node (the layout records
+//! `workers`, but a node runs its transactions inline on its event-loop thread); detecting
+//! failures under the fall-back, and going back from it to STAR's phases once a full replica
+//! recovers.
 
 pub mod baselines;
 pub mod bench;
@@ -43,6 +48,7 @@ pub mod client;
 pub(crate) mod control;
 mod execute;
 mod failover;
+mod fallback;
 mod fence;
 pub mod layout;
 pub mod msg;
@@ -60,4 +66,4 @@ pub use layout::{Layout, LayoutError, spread_placement};
 pub use msg::{Answer, Outcome, PartitionDigest, Phase, PhaseKind, Query, StarMsg};
 pub use node::{StarNode, StarSettings, open_database, open_empty_database};
 pub use recover::CHUNK_BYTES;
-pub use stats::{RecoveryStats, StarStats};
+pub use stats::{FallBackStats, RecoveryStats, StarStats};

@@ -399,6 +399,15 @@ pub enum StarMsg {
         /// The restarted node.
         node: u32,
     },
+    /// STAR: the fall-back leader to every live node, once no full replica is left (§7.2) and the
+    /// interrupted phase's fence ended everywhere: from now on the cluster runs Dist-OCC over the
+    /// partial replicas, its first group commit numbered `phase` (see `fallback`).
+    FallBack {
+        /// The first group of the fall-back (the phase after the interrupted one).
+        phase: Phase,
+        /// Failures announced so far.
+        view: u64,
+    },
 }
 
 #[cfg(test)]

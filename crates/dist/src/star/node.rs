@@ -28,6 +28,7 @@ use phasedb_net::{Addr, Node, ReplicationSync, StarConfig, Transport};
 use phasedb_txn::{Config, Database, PartitionId, Procedures, Star, StarMode, Touched, Worker};
 
 use crate::star::failover::Liveness;
+use crate::star::fallback::FallBack;
 use crate::star::fence::Fence;
 use crate::star::layout::{Layout, LayoutError};
 use crate::star::msg::{
@@ -264,6 +265,10 @@ pub struct StarNode<'db, W: Procedures> {
     pub(crate) requests: RequestCounts,
     pub(crate) liveness: Liveness,
     pub(crate) recovery: Recovery,
+    /// The Dist-OCC node this one runs as once no full replica is left (§7.2, `fallback`).
+    pub(crate) fall_back: Option<FallBack<'db, W>>,
+    /// Dist-OCC messages that came before this node switched (`fallback`).
+    pub(crate) early: Vec<(Addr, StarMsg)>,
 }
 
 impl<'db, W> StarNode<'db, W>
@@ -327,6 +332,8 @@ where
                 settings.failure_timeout_ns,
             ),
             recovery: Recovery::new(layout.nodes(), settings.incarnation),
+            fall_back: None,
+            early: Vec::new(),
             queues: Queues::new(masters.len()),
             report: PhaseReport::default(),
             types: workload
@@ -363,9 +370,13 @@ where
         self.db
     }
 
-    /// The phase it is in (0 before the first begins).
+    /// The phase it is in (0 before the first begins); under the fall-back to Dist-OCC, the group
+    /// after the last complete one (as [`StarStats::phase`]).
     pub fn phase(&self) -> Phase {
-        self.phase
+        match &self.fall_back {
+            Some(f) => f.dist.completed_group() + 1,
+            None => self.phase,
+        }
     }
 
     /// Starts or stops the node's own load (the coordinator also stops planning for it).
@@ -374,6 +385,9 @@ where
         let share = on.then_some(self.settings.cross_partition);
         if let Some(c) = &mut self.coordinator {
             c.set_load_share(share);
+        }
+        if let Some(f) = &mut self.fall_back {
+            f.dist.set_local_load(on);
         }
     }
 
@@ -384,6 +398,7 @@ where
             && self.queues.held.is_empty()
             && self.outbox.is_empty()
             && !self.inbox.has_held()
+            && self.fall_back.as_ref().is_none_or(|f| f.dist.is_idle())
     }
 
     /// On the coordinator, when each phase's fence completed (phase 1 first), kept when the
@@ -395,9 +410,9 @@ where
             .unwrap_or_default()
     }
 
-    /// Every counter.
+    /// Every counter (under the fall-back to Dist-OCC, its groups' added, see `fallback`).
     pub fn stats(&self) -> StarStats {
-        StarStats {
+        self.fall_back_stats(StarStats {
             idle: self.is_idle(),
             node: self.me,
             phase: self.phase,
@@ -410,7 +425,8 @@ where
                 ..self.requests
             },
             recovery: self.recovery.stats,
-        }
+            fall_back: None,
+        })
     }
 
     /// A digest of each partition this node holds: every table's [`Database::digest`] over the
@@ -430,12 +446,16 @@ where
         if let Some(w) = &mut self.sm_worker {
             parts.push(w.take_history());
         }
+        parts.extend(self.fall_back_histories());
         node_history(self.me, self.db, parts)
     }
 
     /// Whether the node executes transactions now: a phase has begun and its fence has not.
     pub(crate) fn executing(&self) -> bool {
-        self.phase > 0 && !self.fence.started() && self.liveness.lost.is_none()
+        self.phase > 0
+            && !self.fence.started()
+            && self.liveness.lost.is_none()
+            && self.layout.has_full_replica()
     }
 
     /// Phase `phase` begins here: the phase before it ended everywhere, so its results go out.
@@ -459,6 +479,8 @@ where
         if let Some(c) = &mut self.coordinator {
             c.on_begin(phase);
         }
+        // Batches kept while the last full replica's failure was announced (`fallback`).
+        self.replay_early_batches();
         // Batches that came before this node's first phase.
         self.inbox
             .retry_blocked(self.db, &mut self.replication, |_, _| {});
@@ -479,7 +501,7 @@ where
 
     /// Start fence of `phase` (Figure 4): stop executing, send the replication buffers and tell
     /// every other node how far this node's batches to it go.
-    fn start_fence<T: Transport<StarMsg>>(&mut self, net: &mut T, phase: Phase) {
+    pub(crate) fn start_fence<T: Transport<StarMsg>>(&mut self, net: &mut T, phase: Phase) {
         if phase > self.phase {
             // Its begin was overtaken by this message.
             self.begin(net, phase, 0);
@@ -538,7 +560,13 @@ where
         let Some(c) = &mut self.coordinator else {
             return;
         };
-        if c.on_end_fence(phase, from, report, exec_ns, now) && self.may_begin(phase + 1) {
+        if !c.on_end_fence(phase, from, report, exec_ns, now) {
+            return;
+        }
+        if !self.layout.has_full_replica() {
+            // No full replica is left: Dist-OCC from the next phase on (`fallback`).
+            self.announce_fall_back(net, phase + 1);
+        } else if self.may_begin(phase + 1) {
             self.begin_everywhere(net, phase + 1);
         }
     }
@@ -563,6 +591,9 @@ where
     fn drive_phases<T: Transport<StarMsg>>(&mut self, net: &mut T) {
         if self.coordinator.is_none() {
             return self.fence_when_due(net);
+        }
+        if self.falling_back() {
+            return self.fence_for_fall_back(net);
         }
         if self.phase == 0 && self.all_said_hello() {
             self.begin_everywhere(net, 1);
@@ -651,7 +682,7 @@ where
 
     /// Releases the results of the phase that just ended everywhere (§4, §7.1): replies go out,
     /// and committed transactions are counted, with their latency.
-    fn release<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+    pub(crate) fn release<T: Transport<StarMsg>>(&mut self, net: &mut T) {
         let phase = self.phase;
         let mut held_list = std::mem::take(&mut self.queues.held);
         for held in held_list.drain(..) {
@@ -689,10 +720,11 @@ where
         let from_node = from < self.layout.nodes();
         // A restarted node is still failed here until it rejoins (`recover`).
         match msg {
-            StarMsg::Hello { incarnation } if from_node => {
+            // Under the fall-back (or on the way to it) a restarted node is not let back in.
+            StarMsg::Hello { incarnation } if from_node && !self.falling_back() => {
                 return self.on_hello(net, from, incarnation);
             }
-            StarMsg::CopyRequest { partition } if from_node => {
+            StarMsg::CopyRequest { partition } if from_node && self.fall_back.is_none() => {
                 return self.on_copy_request(from, partition);
             }
             _ => {}
@@ -704,6 +736,12 @@ where
             }
             self.liveness.heard(from, net.now());
         }
+        if self.fall_back.is_some() {
+            return self.on_fall_back_message(net, from, msg);
+        }
+        let Some(msg) = self.keep_early(from, msg) else {
+            return;
+        };
         let phase = self.phase;
         match msg {
             StarMsg::Begin { phase, length_ns } if self.controls(from) => {
@@ -744,6 +782,9 @@ where
             }
             StarMsg::Failed { node, phase, view } if self.controls(from) => {
                 self.on_failed(net, node, phase, view)
+            }
+            StarMsg::FallBack { phase, view } if self.controls(from) => {
+                self.switch_to_dist(net, phase, view)
             }
             StarMsg::Rejoin {
                 node,
@@ -801,6 +842,9 @@ where
     }
 
     fn on_tick<T: Transport<StarMsg>>(&mut self, net: &mut T) {
+        if let Some(f) = &mut self.fall_back {
+            return f.dist.on_tick(net);
+        }
         self.watch(net);
         let mut advanced = false;
         if self.phase > 0 {
@@ -817,6 +861,9 @@ where
     }
 
     fn busy(&self) -> bool {
+        if let Some(f) = &self.fall_back {
+            return f.dist.busy();
+        }
         (self.executing() && self.has_work()) || self.recovery.copying_out()
     }
 }

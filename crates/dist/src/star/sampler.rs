@@ -12,7 +12,19 @@ use crate::ramp::bench::faults::Faults;
 use crate::star::bench::since;
 use crate::star::client::{Client, ClientError, Ticket};
 use crate::star::msg::{Answer, Query};
-use crate::star::stats::{RecoveryStats, StarStats};
+use crate::star::stats::{FallBackStats, RecoveryStats, StarStats};
+
+/// The cluster's fall-back to Dist-OCC once no full replica was left (§7.2), as the benchmark saw
+/// it.
+#[derive(Clone, Copy, Debug)]
+pub struct FallBackSeen {
+    /// When a node first said it had fallen back (time since the load started).
+    pub seen: Duration,
+    /// The node that said so.
+    pub node: Addr,
+    /// What it said: the first Dist-OCC group, the failures announced, when it switched.
+    pub stats: FallBackStats,
+}
 
 /// A restarted node's way back, as the benchmark saw it.
 #[derive(Clone, Debug)]
@@ -44,6 +56,8 @@ pub(crate) struct Sampler<'c> {
     carried: Vec<StarStats>,
     /// Restarted nodes, in the order they came back.
     pub reincarnations: Vec<Reincarnation>,
+    /// The fall-back to Dist-OCC, once a node said it runs it.
+    pub fall_back: Option<FallBackSeen>,
 }
 
 impl<'c> Sampler<'c> {
@@ -60,6 +74,7 @@ impl<'c> Sampler<'c> {
             first: None,
             carried: vec![StarStats::default(); n],
             reincarnations: Vec::new(),
+            fall_back: None,
         }
     }
 
@@ -163,8 +178,18 @@ impl<'c> Sampler<'c> {
             .collect()
     }
 
-    /// Notes what a restarted node said of its recovery in an answer read elsewhere (the quiesce).
+    /// Notes what a restarted node said of its recovery, and whether the node fell back to
+    /// Dist-OCC, in an answer read here or elsewhere (the quiesce).
     pub fn heard(&mut self, n: usize, s: &StarStats, now: Duration) {
+        if self.fall_back.is_none()
+            && let Some(f) = s.fall_back
+        {
+            self.fall_back = Some(FallBackSeen {
+                seen: now,
+                node: n as Addr,
+                stats: f,
+            });
+        }
         if let Some(r) = self
             .reincarnations
             .iter_mut()

@@ -162,6 +162,22 @@ pub struct StarStats {
     /// The node's recovery after a restart (§7.2); zero if it never restarted.
     #[serde(default)]
     pub recovery: RecoveryStats,
+    /// Since when the cluster runs Dist-OCC over the partial replicas because no full replica is
+    /// left (§7.2); `None` while it runs STAR's phases.
+    #[serde(default)]
+    pub fall_back: Option<FallBackStats>,
+}
+
+/// The fall-back to Dist-OCC (§7.2), as one node saw it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FallBackStats {
+    /// When the node switched (ns of its clock).
+    pub since_ns: u64,
+    /// The first group commit of the fall-back: the phase after the one the last full replica's
+    /// failure interrupted.
+    pub phase: u64,
+    /// Failures announced when it switched.
+    pub view: u64,
 }
 
 impl StarStats {
@@ -187,6 +203,10 @@ impl StarStats {
     /// Adds `other`'s counters (another node's) to these; the phase becomes the later one.
     pub fn merge(&mut self, other: &StarStats) {
         self.phase = self.phase.max(other.phase);
+        self.fall_back = match (self.fall_back, other.fall_back) {
+            (Some(a), Some(b)) => Some(if b.since_ns < a.since_ns { b } else { a }),
+            (a, b) => a.or(b),
+        };
         if self.types.len() < other.types.len() {
             self.types
                 .resize_with(other.types.len(), TypeCounts::default);

@@ -131,6 +131,8 @@ pub struct DistNode<'db, W: Procedures> {
     closing: VecDeque<(u64, u64)>,
     /// The open group (0 before the first).
     group: u64,
+    /// The number of the first group (1; a STAR node falling back continues its phase numbers).
+    first_group: u64,
     group_start: u64,
     /// The last group whose writes are on every replica.
     complete_group: u64,
@@ -202,6 +204,7 @@ where
             held: VecDeque::new(),
             closing: VecDeque::new(),
             group: 0,
+            first_group: 1,
             group_start: 0,
             complete_group: 0,
             outbox: Outbox::without_primaries(me, &layout),
@@ -225,6 +228,24 @@ where
             db,
             workload,
         })
+    }
+
+    /// Numbers the groups from `group` on (before the first opens): a STAR node that falls back
+    /// to Dist-OCC (§7.2) goes on from its last phase, so epochs and TIDs keep growing.
+    pub(crate) fn start_at(&mut self, group: u64) {
+        self.first_group = group.max(1);
+        self.complete_group = self.first_group - 1;
+    }
+
+    /// Takes `p`, a request this node is the home of, into its queue (a STAR node's queued
+    /// requests when it falls back).
+    pub(crate) fn adopt(&mut self, p: Pending<W::Request>) {
+        self.queue.push_back(p);
+    }
+
+    /// The histories the virtual workers recorded since the last call.
+    pub(crate) fn take_worker_histories(&mut self) -> Vec<History> {
+        self.workers.take_histories()
     }
 
     /// The last group whose writes are on every replica (what a quiesce waits past).
@@ -257,6 +278,7 @@ where
     pub fn stats(&self) -> StarStats {
         StarStats {
             recovery: Default::default(),
+            fall_back: None,
             idle: self.is_idle(),
             node: self.me,
             phase: self.complete_group + 1,
@@ -294,7 +316,7 @@ where
     fn drive_groups<T: Transport<StarMsg>>(&mut self, net: &mut T) {
         let now = net.now();
         if self.group == 0 {
-            self.open_group(now, 1);
+            self.open_group(now, self.first_group);
         } else if now.saturating_sub(self.group_start) >= self.settings.group_commit_ns {
             self.outbox.flush(net, self.group, &mut self.replication);
             let flush = self.acks.on_flush(&self.outbox);
@@ -777,7 +799,7 @@ where
         answer(net, origin, Outcome::error(text));
     }
 
-    fn answer_query(&mut self, query: Query) -> Answer {
+    pub(crate) fn answer_query(&mut self, query: Query) -> Answer {
         match query {
             Query::Stats => Answer::Stats(Box::new(self.stats())),
             Query::Digests => Answer::Digests(self.digests()),

@@ -14,7 +14,8 @@
 //! once every write before the group commit is on every replica; locks released at commit) or with
 //! **synchronous replication** (write locks held until the replicas acknowledged the transaction's
 //! writes, then its result released), §8.1.3. What they assume: no node fails and the network
-//! loses nothing, like STAR here.
+//! loses nothing. A STAR node that lost its last full replica runs a [`DistNode`] of Dist-OCC
+//! from then on (§7.2, `crate::star::fallback`).
 //!
 //! - [`dist`]: Dist-OCC and Dist-S2PL — partitioned, a transaction's home primary runs it, remote
 //!   reads from the other primaries, two-phase commit with NO_WAIT locks; a transaction parks on

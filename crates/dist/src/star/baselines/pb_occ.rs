@@ -186,6 +186,7 @@ where
     pub fn stats(&self) -> StarStats {
         StarStats {
             recovery: Default::default(),
+            fall_back: None,
             idle: self.is_idle(),
             node: self.me,
             phase: self.group,
