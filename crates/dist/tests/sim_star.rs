@@ -7,12 +7,15 @@
 
 #[path = "sim_star/accounts.rs"]
 mod accounts;
+#[path = "sim_star/actor.rs"]
+mod actor;
 #[path = "sim_star/client.rs"]
 mod client;
 
 use std::collections::BTreeMap;
 
 use accounts::{Accounts, Transfer};
+use actor::Actor;
 use client::Client;
 use phasedb_check::{History, check_serializable};
 use phasedb_dist::star::{
@@ -32,60 +35,6 @@ fn seeds(n: u64) -> Vec<u64> {
     match std::env::var("PHASEDB_SIM_SEED") {
         Ok(s) => vec![s.parse().expect("PHASEDB_SIM_SEED is a number")],
         Err(_) => (1..=n).collect(),
-    }
-}
-
-/// A simulated process: a STAR node or a client endpoint.
-enum Actor<'w> {
-    Star(Box<StarNode<'w, Accounts>>),
-    Client(Box<Client<'w>>),
-}
-
-impl<'w> Actor<'w> {
-    fn star(&self) -> &StarNode<'w, Accounts> {
-        match self {
-            Actor::Star(s) => s,
-            Actor::Client(_) => panic!("not a node"),
-        }
-    }
-
-    fn star_mut(&mut self) -> &mut StarNode<'w, Accounts> {
-        match self {
-            Actor::Star(s) => s,
-            Actor::Client(_) => panic!("not a node"),
-        }
-    }
-
-    fn client(&self) -> &Client<'w> {
-        match self {
-            Actor::Client(c) => c,
-            Actor::Star(_) => panic!("not a client"),
-        }
-    }
-}
-
-impl Node for Actor<'_> {
-    type Msg = StarMsg;
-
-    fn on_start<T: Transport<StarMsg>>(&mut self, net: &mut T) {
-        match self {
-            Actor::Star(s) => s.on_start(net),
-            Actor::Client(c) => c.on_start(net),
-        }
-    }
-
-    fn on_message<T: Transport<StarMsg>>(&mut self, net: &mut T, from: Addr, msg: StarMsg) {
-        match self {
-            Actor::Star(s) => s.on_message(net, from, msg),
-            Actor::Client(c) => c.on_message(net, from, msg),
-        }
-    }
-
-    fn on_tick<T: Transport<StarMsg>>(&mut self, net: &mut T) {
-        match self {
-            Actor::Star(s) => s.on_tick(net),
-            Actor::Client(c) => c.on_tick(net),
-        }
     }
 }
 

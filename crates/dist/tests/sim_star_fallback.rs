@@ -13,18 +13,19 @@
 
 #[path = "sim_star/accounts.rs"]
 mod accounts;
+#[path = "sim_star/actor.rs"]
+mod actor;
 #[path = "sim_star/client.rs"]
 #[allow(dead_code)] // shared with sim_star, which sends given bodies too
 mod client;
 
 use accounts::Accounts;
+use actor::Actor;
 use client::Client;
 use phasedb_check::{History, check_serializable};
-use phasedb_dist::star::{
-    Layout, Outcome, PhaseKind, StarMsg, StarNode, StarSettings, open_database,
-};
+use phasedb_dist::star::{Layout, Outcome, PhaseKind, StarNode, StarSettings, open_database};
 use phasedb_net::sim::{SimConfig, Simulator};
-use phasedb_net::{Addr, CLIENT_ADDR_BASE, Node, ReplicationSync, StarConfig, Transport};
+use phasedb_net::{Addr, CLIENT_ADDR_BASE, ReplicationSync, StarConfig};
 use phasedb_txn::{Database, Procedures, Star};
 use phasedb_workloads::tpcc::{ProceduresMix, TpccProcedures, TpccProceduresConfig};
 use serde::Serialize;
@@ -402,60 +403,6 @@ fn a_partition_left_with_no_live_copy_stops_the_cluster_and_is_named() {
         committed,
         "seed {seed}: node 2 still commits"
     );
-}
-
-/// A simulated process: a STAR node or a client endpoint.
-enum Actor<'w> {
-    Star(Box<StarNode<'w, Accounts>>),
-    Client(Box<Client<'w>>),
-}
-
-impl<'w> Actor<'w> {
-    fn star(&self) -> &StarNode<'w, Accounts> {
-        match self {
-            Actor::Star(s) => s,
-            Actor::Client(_) => panic!("not a node"),
-        }
-    }
-
-    fn star_mut(&mut self) -> &mut StarNode<'w, Accounts> {
-        match self {
-            Actor::Star(s) => s,
-            Actor::Client(_) => panic!("not a node"),
-        }
-    }
-
-    fn client(&self) -> &Client<'w> {
-        match self {
-            Actor::Client(c) => c,
-            Actor::Star(_) => panic!("not a client"),
-        }
-    }
-}
-
-impl Node for Actor<'_> {
-    type Msg = StarMsg;
-
-    fn on_start<T: Transport<StarMsg>>(&mut self, net: &mut T) {
-        match self {
-            Actor::Star(s) => s.on_start(net),
-            Actor::Client(c) => c.on_start(net),
-        }
-    }
-
-    fn on_message<T: Transport<StarMsg>>(&mut self, net: &mut T, from: Addr, msg: StarMsg) {
-        match self {
-            Actor::Star(s) => s.on_message(net, from, msg),
-            Actor::Client(c) => c.on_message(net, from, msg),
-        }
-    }
-
-    fn on_tick<T: Transport<StarMsg>>(&mut self, net: &mut T) {
-        match self {
-            Actor::Star(s) => s.on_tick(net),
-            Actor::Client(c) => c.on_tick(net),
-        }
-    }
 }
 
 #[test]
