@@ -19,7 +19,9 @@ pub trait Protocol: Sized + Send + Sync + 'static {
     /// State the protocol keeps for the whole database (Doppel: split records and per-core slices).
     type Shared: Default + Send + Sync;
     /// Whether reads take shared locks (2PL): a splittable operation run as a read-modify-write then
-    /// takes the write lock before it reads, instead of upgrading.
+    /// takes the write lock before it reads, instead of upgrading. Such a protocol's `on_write`
+    /// returns only with the exclusive lock of every group it was given held (or an error), so the
+    /// caller reads those groups without asking the protocol again.
     const READS_LOCK: bool = false;
     /// Whether the protocol orders transactions by age ([`TxState::ts`]: wait-die, SwissTM's
     /// contention manager); the worker then reads the clock at every transaction's start.
