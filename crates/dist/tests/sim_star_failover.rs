@@ -10,13 +10,16 @@
 
 #[path = "sim_star/accounts.rs"]
 mod accounts;
+#[path = "sim_star/crash.rs"]
+mod crash;
 
 use std::collections::BTreeMap;
 
 use accounts::Accounts;
+use crash::{When, start_and_crash};
 use phasedb_check::{History, check_serializable};
-use phasedb_dist::star::{Layout, PhaseKind, StarNode, StarSettings, open_database};
-use phasedb_net::sim::{SimConfig, Simulator};
+use phasedb_dist::star::{Layout, StarNode, StarSettings, open_database};
+use phasedb_net::sim::Simulator;
 use phasedb_net::{Addr, StarConfig};
 use phasedb_txn::{Database, Procedures, Star};
 use phasedb_workloads::tpcc::{ProceduresMix, TpccProcedures, TpccProceduresConfig};
@@ -31,14 +34,6 @@ fn seeds(n: u64) -> Vec<u64> {
         Ok(s) => vec![s.parse().expect("PHASEDB_SIM_SEED is a number")],
         Err(_) => (1..=n).collect(),
     }
-}
-
-/// When the victim is crashed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum When {
-    Partitioned,
-    SingleMaster,
-    Fence,
 }
 
 /// `nodes` nodes, `full` full replicas, `replicas` copies of each of `partitions`, 5 ms
@@ -81,12 +76,6 @@ where
     W: Procedures,
     W::Request: Serialize + DeserializeOwned,
 {
-    let mut sim = Simulator::new(SimConfig {
-        min_delay: 20_000,
-        max_delay: 400_000,
-        tick: MS / 2,
-        ..SimConfig::new(seed)
-    });
     let settings = StarSettings {
         cross_partition: cross,
         local_load: true,
@@ -96,22 +85,7 @@ where
         failure_timeout_ns: 20 * MS,
         ..StarSettings::default()
     };
-    for n in 0..layout.nodes() {
-        let node = StarNode::new(n, layout.clone(), settings.clone(), &dbs[n as usize], w);
-        sim.add(n, node.unwrap());
-    }
-    sim.run_until((20 + seed % 23) * MS);
-    let found = sim.run_until_pred(sim.now() + 500 * MS, |sim| {
-        let v = sim.node(victim);
-        let kind = PhaseKind::of(v.phase());
-        match when {
-            When::Fence => v.in_fence(),
-            When::Partitioned => kind == PhaseKind::Partitioned && !v.in_fence(),
-            When::SingleMaster => kind == PhaseKind::SingleMaster && !v.in_fence(),
-        }
-    });
-    assert!(found, "seed {seed}: node {victim} never reached {when:?}");
-    sim.crash(victim);
+    let mut sim = start_and_crash(seed, layout, &settings, w, dbs, victim, when);
     sim.run_until(sim.now() + 150 * MS);
     let live: Vec<Addr> = (0..layout.nodes()).filter(|&n| n != victim).collect();
     for &n in &live {

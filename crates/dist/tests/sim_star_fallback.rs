@@ -18,12 +18,15 @@ mod actor;
 #[path = "sim_star/client.rs"]
 #[allow(dead_code)] // shared with sim_star, which sends given bodies too
 mod client;
+#[path = "sim_star/crash.rs"]
+mod crash;
 
 use accounts::Accounts;
 use actor::Actor;
 use client::Client;
+use crash::{When, start_and_crash};
 use phasedb_check::{History, check_serializable};
-use phasedb_dist::star::{Layout, Outcome, PhaseKind, StarNode, StarSettings, open_database};
+use phasedb_dist::star::{Layout, Outcome, StarNode, StarSettings, open_database};
 use phasedb_net::sim::{SimConfig, Simulator};
 use phasedb_net::{Addr, CLIENT_ADDR_BASE, ReplicationSync, StarConfig};
 use phasedb_txn::{Database, Procedures, Star};
@@ -41,14 +44,6 @@ fn seeds(n: u64) -> Vec<u64> {
         Ok(s) => vec![s.parse().expect("PHASEDB_SIM_SEED is a number")],
         Err(_) => (1..=n).collect(),
     }
-}
-
-/// When the full replica is crashed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum When {
-    Partitioned,
-    SingleMaster,
-    Fence,
 }
 
 /// `nodes` nodes, one full replica, `replicas` copies of each of `partitions` (so `replicas - 1`
@@ -118,29 +113,8 @@ where
     W: Procedures,
     W::Request: Serialize + DeserializeOwned,
 {
-    let mut sim = Simulator::new(SimConfig {
-        min_delay: 20_000,
-        max_delay: 400_000,
-        tick: MS / 2,
-        ..SimConfig::new(seed)
-    });
     let settings = settings(seed, cross, replication);
-    for n in 0..layout.nodes() {
-        let node = StarNode::new(n, layout.clone(), settings.clone(), &dbs[n as usize], w);
-        sim.add(n, node.unwrap());
-    }
-    sim.run_until((20 + seed % 23) * MS);
-    let found = sim.run_until_pred(sim.now() + 500 * MS, |sim| {
-        let v = sim.node(FULL);
-        let kind = PhaseKind::of(v.phase());
-        match when {
-            When::Fence => v.in_fence(),
-            When::Partitioned => kind == PhaseKind::Partitioned && !v.in_fence(),
-            When::SingleMaster => kind == PhaseKind::SingleMaster && !v.in_fence(),
-        }
-    });
-    assert!(found, "seed {seed}: node {FULL} never reached {when:?}");
-    sim.crash(FULL);
+    let mut sim = start_and_crash(seed, layout, &settings, w, dbs, FULL, when);
     let live: Vec<Addr> = (0..layout.nodes()).filter(|&n| n != FULL).collect();
     let switched = sim.run_until_pred(sim.now() + 500 * MS, |sim| {
         live.iter().all(|&n| sim.node(n).in_fall_back())
