@@ -3,8 +3,8 @@
 //! - `2pl-nowait` aborts at once (no deadlock is possible);
 //! - `2pl-waitdie` waits if it is older than the holders and dies otherwise (Rosenkrantz et al.), so
 //!   waits only go from older to younger transactions and cannot form a cycle;
-//! - `2pl` (the Doppel paper's baseline) waits, and resolves deadlocks by timeout: a wait longer than
-//!   [`DEADLOCK_TIMEOUT`] aborts the waiter, which retries after backoff.
+//! - `2pl` (the Doppel paper's baseline) waits, and resolves deadlocks by timeout: a waiter that sees no
+//!   holder of its lock commit for [`DEADLOCK_TIMEOUT`] aborts, and retries after backoff.
 //!
 //! Under `2pl`, a transaction that upgrades its shared lock and finds the exclusive lock taken aborts
 //! at once: the taker holds the lock bit while it waits for the shared holders to leave, this
@@ -20,9 +20,10 @@
 //! section without stealing the holder's cache line at every look. If the lock is still held after
 //! [`SPINS_BEFORE_PARK`] looks, the waiter parks: it sleeps until the lock's release wakes it, so a
 //! holder that was descheduled (more runnable threads than cores) gets a core instead of waiters
-//! spinning or yielding through their slices. A parked waiter sleeps at most until
-//! [`DEADLOCK_TIMEOUT`] after it first parked, then aborts. The wake-up protocol (a flag bit in the
-//! group's reader count, so a release with nobody parked pays nothing extra) is in [`park`].
+//! spinning or yielding through their slices. A parked waiter aborts once it has waited
+//! [`DEADLOCK_TIMEOUT`] without seeing the group's holders commit (see [`patience`]). The wake-up
+//! protocol (a flag bit in the group's reader count, so a release with nobody parked pays nothing
+//! extra) is in [`park`].
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
@@ -37,8 +38,10 @@ use crate::state::{CommitCtx, LockEntry, TxState, WriteKind};
 use crate::tid::{ABSENT, LOCK, TidMeta, TidWord, UNLINKED};
 
 mod park;
+mod patience;
 
 use park::{PARKED, holders};
+use patience::Patience;
 
 /// The atomics and the parking lot [`park`] works with (a model of them in its `shuttle` test).
 mod sync {
@@ -70,7 +73,8 @@ mod sync {
     }
 }
 
-/// How long a blocked transaction waits before it presumes a deadlock and aborts.
+/// How long a blocked transaction waits without seeing the lock's holders commit before it
+/// presumes a deadlock and aborts.
 pub const DEADLOCK_TIMEOUT: Duration = Duration::from_millis(2);
 
 /// Abort at once on a held lock.
@@ -115,8 +119,7 @@ impl TidMeta for LockMeta {
 
 /// What a waiter tracks across its tries for one lock.
 struct Wait {
-    /// When the wait ends in an abort, set when the waiter first parks.
-    deadline: Option<Instant>,
+    patience: Patience,
     spins: u32,
 }
 
@@ -135,7 +138,7 @@ pub const SPINS_BEFORE_PARK: u32 = 64;
 impl Wait {
     fn new() -> Wait {
         Wait {
-            deadline: None,
+            patience: Patience::default(),
             spins: 0,
         }
     }
@@ -164,8 +167,8 @@ impl Wait {
     }
 
     /// One wait between two looks at a held lock: pauses doubling up to [`MAX_PAUSES`], and after
-    /// [`SPINS_BEFORE_PARK`] looks a park until the release; a wait longer than
-    /// [`DEADLOCK_TIMEOUT`] from the first park ends in an abort.
+    /// [`SPINS_BEFORE_PARK`] looks a park until the release; a wait that outlasts its
+    /// [`Patience`] ends in an abort.
     #[cold]
     fn pause(&mut self, m: &LockMeta, blocked: impl Fn(u64, u32) -> bool) -> TxResult<()> {
         self.spins += 1;
@@ -175,12 +178,13 @@ impl Wait {
             }
             return Ok(());
         }
-        let now = Instant::now();
-        let deadline = *self.deadline.get_or_insert(now + DEADLOCK_TIMEOUT);
-        if now >= deadline {
+        if self
+            .patience
+            .expired(Instant::now(), m.word.0.load(Ordering::Relaxed))
+        {
             return Err(TxError::Conflict(Conflict::LockTimeout));
         }
-        park::park(&m.word.0, &m.readers, blocked, deadline);
+        park::park(&m.word.0, &m.readers, blocked, self.patience.deadline());
         Ok(())
     }
 }
