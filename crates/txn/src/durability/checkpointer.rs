@@ -36,9 +36,6 @@ use crate::activity::Activity;
 use crate::epoch::EpochReader;
 use crate::tid::TidMeta;
 
-/// Longest a checkpoint waits for the loggers or the epoch before it reports a failure.
-const WAIT_LIMIT: Duration = Duration::from_secs(60);
-
 /// What the checkpointer thread and the database share.
 #[derive(Default)]
 struct Shared {
@@ -77,6 +74,8 @@ pub(crate) struct Context<M> {
     pub generation: u64,
     pub threads: usize,
     pub interval: Option<Duration>,
+    /// [`super::Durability::checkpoint_wait_limit`].
+    pub wait_limit: Duration,
     /// The newest complete checkpoint (the one written at start) and where its replay starts.
     pub newest: (u64, Start),
 }
@@ -239,15 +238,20 @@ fn take<M: TidMeta>(
 }
 
 /// Waits (polling every millisecond) until `done`; an error if logging failed, the checkpointer
-/// is stopping, or [`WAIT_LIMIT`] passed.
+/// is stopping, or the wait limit passed outside a split phase's hold on the durable epoch (which
+/// lasts while the workers are idle: the checkpoint goes on once they end the phase, or once
+/// [`Checkpointer::checkpoint`] settles it).
 fn wait_until<M: TidMeta>(
     ctx: &Context<M>,
     stop: &AtomicBool,
     what: &str,
     done: impl Fn(&Context<M>) -> bool,
 ) -> Result<(), DurabilityError> {
-    let since = Instant::now();
+    let mut since = Instant::now();
     while !done(ctx) {
+        if ctx.logging.split_phase_holds() {
+            since = Instant::now();
+        }
         if let Some(why) = ctx.logging.failure() {
             return Err(DurabilityError::Failed(why));
         }
@@ -256,9 +260,10 @@ fn wait_until<M: TidMeta>(
                 "the checkpoint was interrupted by a shutdown".into(),
             ));
         }
-        if since.elapsed() > WAIT_LIMIT {
+        if since.elapsed() > ctx.wait_limit {
             return Err(DurabilityError::Failed(format!(
-                "a checkpoint waited more than {WAIT_LIMIT:?} for {what}"
+                "a checkpoint waited more than {:?} for {what}",
+                ctx.wait_limit
             )));
         }
         std::thread::sleep(Duration::from_millis(1));

@@ -108,6 +108,12 @@ impl Logging {
         }
     }
 
+    /// Whether a split phase holds the durable epoch back and has not ended yet.
+    pub(crate) fn split_phase_holds(&self) -> bool {
+        let (start, end) = *self.hold.lock();
+        start != u64::MAX && end == u64::MAX
+    }
+
     /// `durable` as a marker may name it: below the hold if inside it (never below `floor`, the
     /// logger's last marker, which was safe when written).
     fn held(&self, durable: u64, floor: u64) -> u64 {

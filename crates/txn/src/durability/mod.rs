@@ -81,6 +81,10 @@ pub struct Durability {
     /// Threads that write a checkpoint, sharing the tables' parts (1 by default: on a machine
     /// with few cores, each writer takes a core from the workers while a checkpoint runs).
     pub checkpoint_threads: usize,
+    /// Longest a checkpoint waits for the loggers or the epoch before it reports a failure. Time
+    /// in which a split phase (Doppel) holds the durable epoch back does not count: workers left
+    /// idle in one would otherwise fail every periodic checkpoint, though nothing is wrong.
+    pub checkpoint_wait_limit: std::time::Duration,
 }
 
 impl Durability {
@@ -93,6 +97,7 @@ impl Durability {
             disk_limit_bytes: None,
             checkpoint_interval: None,
             checkpoint_threads: 1,
+            checkpoint_wait_limit: std::time::Duration::from_secs(60),
         }
     }
 }

@@ -82,6 +82,7 @@ pub(crate) fn start<P: Protocol>(db: &mut Database<P>) -> Result<Recovery, Durab
         generation,
         threads,
         interval: cfg.checkpoint_interval,
+        wait_limit: cfg.checkpoint_wait_limit,
         newest: (seq, start),
     });
     db.durable = Some(Durable {

@@ -800,3 +800,51 @@ fn doppel_split_phase_values_survive_a_clean_close() {
     db.start_durability().unwrap();
     assert_eq!(rows(&db, t)[0], (0, INITIAL + adds, 0));
 }
+
+/// Workers left idle in a split phase hold the durable epoch back until the phase ends, so a
+/// periodic checkpoint begun then waits for them: that wait is not a failure, however long it
+/// lasts (here five times the wait limit), and the checkpoint completes once a worker ends the
+/// phase.
+#[test]
+fn a_periodic_checkpoint_waits_out_an_idle_split_phase_without_failing() {
+    let dir = TempDir::new("doppel-idle-split");
+    let mut cfg = config(&dir.0, 1, Duration::from_millis(2));
+    cfg.phase_length = Duration::from_millis(20);
+    let d = cfg.durability.as_mut().unwrap();
+    d.checkpoint_interval = Some(Duration::from_millis(10));
+    d.checkpoint_wait_limit = Duration::from_millis(60);
+    let (mut db, t) = bank_of::<Doppel>(cfg, INITIAL);
+    db.start_durability().unwrap();
+    db.split(t, 0, 0, OpKind::Add);
+    let mut w = db.worker();
+    let add = |w: &mut phasedb_txn::Worker<'_, Doppel>| {
+        w.execute(0, |tx| tx.add(t, 0, 0, 1).map(|_| ())).unwrap();
+    };
+    // Run until the worker started a split phase (between two transactions) and ran one in it:
+    // it then stops inside the phase, which nobody ends while it is idle.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while db.phase_stats().split_phases == 0 {
+        assert!(std::time::Instant::now() < deadline, "no split phase");
+        add(&mut w);
+    }
+    let taken = db.checkpoint_stats().unwrap().taken;
+    std::thread::sleep(Duration::from_millis(300));
+    let idle = db.checkpoint_stats().unwrap();
+    assert_eq!(idle.failed, 0, "{idle:?}");
+    assert!(
+        idle.taken <= taken + 1,
+        "the split phase held no checkpoint back: {idle:?}"
+    );
+    // The next transactions end the phase (its change is due); the waiting checkpoint completes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while db.checkpoint_stats().unwrap().taken <= idle.taken {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint after the phase ended"
+        );
+        add(&mut w);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let after = db.checkpoint_stats().unwrap();
+    assert_eq!(after.failed, 0, "{after:?}");
+}
