@@ -145,7 +145,7 @@ fn write_parts<M: TidMeta>(
     let mut count = 0u64;
     loop {
         if stop.load(Ordering::Relaxed) {
-            return Err(DurabilityError::Failed(
+            return Err(DurabilityError::Checkpoint(
                 "the checkpoint was interrupted by a shutdown".into(),
             ));
         }

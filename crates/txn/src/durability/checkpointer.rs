@@ -113,7 +113,9 @@ impl Checkpointer {
         let mut since = Instant::now();
         while state.finished < ticket {
             if self.thread.as_ref().is_none_or(|t| t.is_finished()) {
-                return Err(DurabilityError::Failed("the checkpointer stopped".into()));
+                return Err(DurabilityError::Checkpoint(
+                    "the checkpointer stopped".into(),
+                ));
             }
             if since.elapsed() >= patience {
                 parking_lot::MutexGuard::unlocked(&mut state, &mut waited);
@@ -256,12 +258,12 @@ fn wait_until<M: TidMeta>(
             return Err(DurabilityError::Failed(why));
         }
         if stop.load(Ordering::Acquire) {
-            return Err(DurabilityError::Failed(
+            return Err(DurabilityError::Checkpoint(
                 "the checkpoint was interrupted by a shutdown".into(),
             ));
         }
         if since.elapsed() > ctx.wait_limit {
-            return Err(DurabilityError::Failed(format!(
+            return Err(DurabilityError::Checkpoint(format!(
                 "a checkpoint waited more than {:?} for {what}",
                 ctx.wait_limit
             )));

@@ -204,6 +204,9 @@ pub enum DurabilityError {
     AlreadyStarted,
     #[error("logging failed, commits are refused: {0}")]
     Failed(String),
+    /// A checkpoint did not complete (commits go on; the previous checkpoint stays the newest).
+    #[error("the checkpoint did not complete: {0}")]
+    Checkpoint(String),
 }
 
 impl DurabilityError {
