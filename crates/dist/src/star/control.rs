@@ -1,5 +1,5 @@
-//! What a node does for a [`crate::star::msg::Query::Check`]: the workload's consistency check on
-//! the partitions it holds.
+//! What a node does for a [`crate::star::msg::Query::Check`] (the workload's consistency check on
+//! the partitions it holds) and a [`crate::star::msg::Query::Rows`] (rows read back as they are).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -7,9 +7,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use phasedb_net::Addr;
-use phasedb_txn::{Database, Procedures, Star};
+use phasedb_txn::{Database, Procedures, Protocol, Star};
 
 use crate::star::layout::Layout;
+use crate::star::msg::{MAX_ROWS_PER_QUERY, RowImage};
 use crate::star::node::StarNode;
 
 impl<'db, W> StarNode<'db, W>
@@ -40,4 +41,28 @@ pub(crate) fn check_replica<W: Procedures>(
             workload.name()
         )),
     }
+}
+
+/// The rows of `table` with keys `first..first + count` present in `db` (at most
+/// [`MAX_ROWS_PER_QUERY`] keys), each column's bytes as stored; none for a table `db` lacks.
+pub(crate) fn read_rows<P: Protocol>(
+    db: &Database<P>,
+    table: u32,
+    first: u64,
+    count: u32,
+) -> Vec<RowImage> {
+    if table as usize >= db.tables().len() {
+        return Vec::new();
+    }
+    let last = first.saturating_add(count.min(MAX_ROWS_PER_QUERY) as u64);
+    (first..last)
+        .filter_map(|key| {
+            db.read_quiescent(table, key, |row| RowImage {
+                key,
+                columns: (0..row.schema().columns().len())
+                    .map(|c| row.raw(c).to_vec())
+                    .collect(),
+            })
+        })
+        .collect()
 }
