@@ -27,7 +27,7 @@ use phasedb_workloads::ycsb::{OPS, YcsbOp, YcsbProcedures, YcsbProceduresConfig,
 const NODES: u32 = 3;
 const PARTITIONS: u32 = 4;
 const ROWS: u64 = 6000;
-const CLIENT_THREADS: usize = 6;
+const CLIENT_THREADS: usize = 12;
 /// Requests one client thread sends at most.
 const MAX_REQUESTS: usize = 2000;
 /// The one table of YCSB.
@@ -162,10 +162,7 @@ fn connect(cfg: &ClusterConfig) -> Client {
         }
     };
     // Phases run once every node said hello.
-    while phases(&client, &(0..NODES).collect::<Vec<_>>())
-        .iter()
-        .any(|&p| p == 0)
-    {
+    while phases(&client, &(0..NODES).collect::<Vec<_>>()).contains(&0) {
         assert!(Instant::now() < deadline, "the cluster never began phase 1");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -230,7 +227,7 @@ impl FreshRows {
 /// two partitions.
 fn request(t: usize, j: usize, fresh: &FreshRows) -> Option<YcsbRequest> {
     let home = ((t * 7 + j) % PARTITIONS as usize) as u32;
-    let cross = j % 3 == 0;
+    let cross = j.is_multiple_of(3);
     let keys = if cross {
         let other = (home + 1 + (j / 3) as u32 % (PARTITIONS - 1)) % PARTITIONS;
         let mut k = fresh.take(home, OPS as u64 / 2)?;
