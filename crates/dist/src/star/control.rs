@@ -66,3 +66,42 @@ pub(crate) fn read_rows<P: Protocol>(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::star::node::open_database;
+    use phasedb_net::StarConfig;
+    use phasedb_workloads::ycsb::{YcsbProcedures, YcsbProceduresConfig};
+
+    #[test]
+    fn rows_read_back_as_stored_and_a_query_out_of_range_reads_nothing() {
+        let mut w = YcsbProcedures::new(YcsbProceduresConfig {
+            rows_per_partition: 10,
+            ..YcsbProceduresConfig::star(2)
+        });
+        let layout = Layout::new(2, &StarConfig::new(2)).unwrap();
+        // Node 0, the full replica, holds both partitions: keys 0..20.
+        let db = open_database(&mut w, &layout, 0, false).unwrap();
+        let mut stored = std::collections::HashMap::new();
+        db.for_each_row_quiescent(w.table(), |key, row| {
+            stored.insert(
+                key,
+                (0..10).map(|c| row.raw(c).to_vec()).collect::<Vec<_>>(),
+            );
+        });
+        let rows = read_rows(&db, w.table(), 5, 10);
+        assert_eq!(
+            rows.iter().map(|r| r.key).collect::<Vec<_>>(),
+            (5..15).collect::<Vec<_>>()
+        );
+        for r in &rows {
+            assert_eq!(r.columns, stored[&r.key], "row {}", r.key);
+            assert!(r.columns.iter().all(|c| c.len() == 10));
+        }
+        assert_eq!(read_rows(&db, w.table(), 15, u32::MAX).len(), 5);
+        assert!(read_rows(&db, w.table() + 1, 0, 10).is_empty());
+        assert!(read_rows(&db, u32::MAX, 0, 10).is_empty());
+        assert!(read_rows(&db, w.table(), u64::MAX - 2, 10).is_empty());
+    }
+}
