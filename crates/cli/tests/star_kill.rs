@@ -80,8 +80,8 @@ impl Victim {
 enum Seen {
     /// Committed: its writes must be on every live replica.
     Committed,
-    /// Aborted by its procedure, refused, or unanswered: its writes may or may not be there,
-    /// all or none.
+    /// Aborted by its procedure, refused, or unanswered (the first word says which, the rest
+    /// why): its writes may or may not be there, all or none.
     Unknown(String),
 }
 
@@ -100,6 +100,8 @@ struct Tally {
     acknowledged: usize,
     acknowledged_after_kill: usize,
     unknown: usize,
+    /// Of those, how many were aborted, refused and unanswered.
+    unknown_by_kind: BTreeMap<String, usize>,
     /// Requests not acknowledged whose writes are present.
     unknown_present: usize,
     /// Acknowledged writes missing on a live replica (must be 0).
@@ -275,10 +277,9 @@ fn client_thread(
                 acked.fetch_add(1, Ordering::SeqCst);
                 Seen::Committed
             }
-            Ok(other) => Seen::Unknown(format!("{other:?}")),
-            Err(e @ (ClientError::Refused(_) | ClientError::Timeout { .. })) => {
-                Seen::Unknown(e.to_string())
-            }
+            Ok(other) => Seen::Unknown(format!("aborted: {other:?}")),
+            Err(e @ ClientError::Refused(_)) => Seen::Unknown(format!("refused: {e}")),
+            Err(e @ ClientError::Timeout { .. }) => Seen::Unknown(format!("unanswered: {e}")),
             Err(e) => panic!("client {t}: {e}"),
         };
         sent.push(Sent {
@@ -464,6 +465,8 @@ fn check_rows(
             }
             Seen::Unknown(why) => {
                 tally.unknown += 1;
+                let kind = why.split(':').next().unwrap_or_default().to_string();
+                *tally.unknown_by_kind.entry(kind).or_default() += 1;
                 tally.unknown_present += (present[i] > 0) as usize;
                 assert!(
                     present[i] == 0 || present[i] == copies[i],
@@ -522,6 +525,9 @@ fn ten_sigkills_lose_no_acknowledged_write() {
         total.acknowledged += t.acknowledged;
         total.acknowledged_after_kill += t.acknowledged_after_kill;
         total.unknown += t.unknown;
+        for (kind, n) in t.unknown_by_kind {
+            *total.unknown_by_kind.entry(kind).or_default() += n;
+        }
         total.unknown_present += t.unknown_present;
         total.lost += t.lost;
     }
