@@ -268,6 +268,28 @@ impl<P: Protocol> Database<P> {
         });
     }
 
+    /// Row `key` of table `t` as `f` sees it (`None` if there is no such row), outside any
+    /// transaction: like [`Database::for_each_row_quiescent`], it reads without concurrency
+    /// control, so only for when no transaction and no replication runs.
+    pub fn read_quiescent<R>(
+        &self,
+        t: TableId,
+        key: u64,
+        f: impl FnOnce(RowView<'_>) -> R,
+    ) -> Option<R> {
+        self.settle();
+        let table = self.table(t);
+        let schema = table.schema();
+        let guard = phasedb_storage::pin();
+        let rec = table.get(key, &guard)?;
+        if rec.meta(table.layout(), 0).tid().load() & crate::tid::ABSENT != 0 {
+            return None;
+        }
+        let mut words = vec![0u64; schema.row_words()];
+        rec.copy_words(table.layout(), 0, &mut words);
+        Some(f(RowView::new(schema, &words)))
+    }
+
     /// Brings every committed write into the records themselves, for a phased protocol (Doppel
     /// merges all per-core slices and returns to a joined phase). Waits for running transactions'
     /// phase to end; meant for when no worker runs (checks after a run), harmless otherwise.

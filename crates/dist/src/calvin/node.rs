@@ -40,6 +40,7 @@ use phasedb_txn::{Config, Database, Occ, PartitionId, Procedures, TxError, Worke
 use crate::calvin::groups::Groups;
 use crate::calvin::locks::{LockManager, TxnId, batch_of, txn_id};
 use crate::star::LayoutError;
+use crate::star::control::read_rows;
 use crate::star::msg::{Answer, Outcome, PartitionDigest, Query, StarMsg};
 use crate::star::stats::{
     LatencySnapshot, PhaseTimes, RequestCounts, StarStats, TypeCounts, latency_histogram,
@@ -588,6 +589,11 @@ where
                 Answer::Stats(Box::new(self.stats()))
             }
             Query::Check => Answer::Check(self.check()),
+            Query::Rows {
+                table,
+                first,
+                count,
+            } => Answer::Rows(read_rows(self.db, table, first, count)),
         }
     }
 }

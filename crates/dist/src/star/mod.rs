@@ -63,7 +63,7 @@ pub mod serve;
 pub mod stats;
 
 pub use layout::{Layout, LayoutError, spread_placement};
-pub use msg::{Answer, Outcome, PartitionDigest, Phase, PhaseKind, Query, StarMsg};
+pub use msg::{Answer, Outcome, PartitionDigest, Phase, PhaseKind, Query, RowImage, StarMsg};
 pub use node::{StarNode, StarSettings, open_database, open_empty_database};
 pub use recover::CHUNK_BYTES;
 pub use stats::{FallBackStats, RecoveryStats, StarStats};

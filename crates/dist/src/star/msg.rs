@@ -118,6 +118,30 @@ pub enum Query {
     /// The workload's consistency check (`Procedures::check`) on the partitions the node holds;
     /// meaningful between phases once load stopped.
     Check,
+    /// The rows of table `table` with keys `first..first + count` that the node holds, as they
+    /// are now (at most [`MAX_ROWS_PER_QUERY`]; a larger `count` is cut): what a test reads back
+    /// from every replica after a failure. Meaningful between phases once load stopped.
+    Rows {
+        /// The table.
+        table: u32,
+        /// The first key.
+        first: u64,
+        /// How many keys from `first` on.
+        count: u32,
+    },
+}
+
+/// Most keys one [`Query::Rows`] covers (an answer of at most a few MiB for rows of a few hundred
+/// bytes).
+pub const MAX_ROWS_PER_QUERY: u32 = 4096;
+
+/// One row of an [`Answer::Rows`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowImage {
+    /// Its key.
+    pub key: u64,
+    /// Each column's stored bytes, in the schema's order.
+    pub columns: Vec<Vec<u8>>,
 }
 
 /// The answer to a [`StarMsg::Query`].
@@ -131,6 +155,8 @@ pub enum Answer {
     History(History),
     /// The consistency check's verdict: the first violation found, if any.
     Check(Result<(), String>),
+    /// The rows asked for that exist on the node, in key order.
+    Rows(Vec<RowImage>),
 }
 
 /// Every message of a STAR cluster.

@@ -27,6 +27,7 @@ use phasedb_check::History;
 use phasedb_net::{Addr, Node, ReplicationSync, StarConfig, Transport};
 use phasedb_txn::{Config, Database, PartitionId, Procedures, Star, StarMode, Touched, Worker};
 
+use crate::star::control::read_rows;
 use crate::star::failover::Liveness;
 use crate::star::fallback::FallBack;
 use crate::star::fence::Fence;
@@ -701,6 +702,11 @@ where
                 Answer::Stats(Box::new(self.stats()))
             }
             Query::Check => Answer::Check(self.check()),
+            Query::Rows {
+                table,
+                first,
+                count,
+            } => Answer::Rows(read_rows(self.db, table, first, count)),
         }
     }
 }

@@ -137,6 +137,12 @@ impl YcsbProcedures {
         (key / self.cfg.rows_per_partition) as PartitionId
     }
 
+    /// The bytes every field of a row holds once a request with `value` rewrote it.
+    pub fn written(&self, value: u16) -> &[u8] {
+        let at = value as usize % VALUE_OFFSETS;
+        &self.values[at..at + self.cfg.column_size]
+    }
+
     /// The keys of partition `p`.
     pub fn keys(&self, p: PartitionId) -> std::ops::Range<u64> {
         let r = self.cfg.rows_per_partition;
@@ -227,8 +233,7 @@ impl Procedures for YcsbProcedures {
     }
 
     fn run<P: Protocol>(&self, req: &YcsbRequest, worker: &mut Worker<'_, P>) -> TxResult<()> {
-        let at = req.value as usize % VALUE_OFFSETS;
-        let value = &self.values[at..at + self.cfg.column_size];
+        let value = self.written(req.value);
         let (t, columns) = (self.table, self.cfg.columns);
         let ops = req.ops.iter().map(|o| (o.key, o.write));
         worker.execute(0, |tx| star(tx, t, columns, ops.clone(), value))

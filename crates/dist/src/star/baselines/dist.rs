@@ -48,7 +48,7 @@ use crate::star::baselines::acks::Acks;
 use crate::star::baselines::participant::Participant;
 use crate::star::baselines::pb_occ::GROUPS_AHEAD;
 use crate::star::baselines::workers::VirtualWorkers;
-use crate::star::control::check_replica;
+use crate::star::control::{check_replica, read_rows};
 use crate::star::layout::{Layout, LayoutError};
 use crate::star::msg::{Answer, Outcome, PartitionDigest, PhaseKind, Query, StarMsg};
 use crate::star::node::{StarSettings, decode_request, node_history, partition_digests};
@@ -811,6 +811,11 @@ where
             Query::Check => {
                 Answer::Check(check_replica(self.db, self.workload, &self.layout, self.me))
             }
+            Query::Rows {
+                table,
+                first,
+                count,
+            } => Answer::Rows(read_rows(self.db, table, first, count)),
         }
     }
 }
