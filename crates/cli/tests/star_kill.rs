@@ -80,8 +80,9 @@ impl Victim {
 enum Seen {
     /// Committed: its writes must be on every live replica.
     Committed,
-    /// Aborted by its procedure, refused, or unanswered (the first word says which, the rest
-    /// why): its writes may or may not be there, all or none.
+    /// Aborted by its procedure, refused, answered with an error (a forward to the failed node),
+    /// or unanswered (the first word says which, the rest why): its writes may or may not be
+    /// there, all or none.
     Unknown(String),
 }
 
@@ -106,6 +107,9 @@ struct Tally {
     unknown_present: usize,
     /// Acknowledged writes missing on a live replica (must be 0).
     lost: usize,
+    /// Requests sent to a node that stayed alive and never answered (must be 0: one it
+    /// forwarded to the failed node is answered with an error once the failure is declared).
+    unanswered_by_live: usize,
 }
 
 /// Node processes, killed when dropped.
@@ -277,6 +281,7 @@ fn client_thread(
                 acked.fetch_add(1, Ordering::SeqCst);
                 Seen::Committed
             }
+            Ok(Outcome::Error(text)) => Seen::Unknown(format!("error: {text}")),
             Ok(other) => Seen::Unknown(format!("aborted: {other:?}")),
             Err(e @ ClientError::Refused(_)) => Seen::Unknown(format!("refused: {e}")),
             Err(e @ ClientError::Timeout { .. }) => Seen::Unknown(format!("unanswered: {e}")),
@@ -361,7 +366,12 @@ fn crash_once(victim: Victim, kill_after: usize) -> Tally {
         std::thread::sleep(Duration::from_millis(20));
     }
     let held = check_digests(&client, &live);
-    let tally = check_rows(&client, &workload, &sent, &held, &initial);
+    let mut tally = check_rows(&client, &workload, &sent, &held, &initial);
+    tally.unanswered_by_live = sent
+        .iter()
+        .filter(|s| s.node != victim.node())
+        .filter(|s| matches!(&s.seen, Seen::Unknown(why) if why.starts_with("unanswered")))
+        .count();
     drop(client);
     for n in live {
         let c = nodes.0[n as usize].as_mut().unwrap();
@@ -489,6 +499,10 @@ fn checked(victim: Victim, kill_after: usize) -> Tally {
         started.elapsed()
     );
     assert_eq!(tally.lost, 0, "acknowledged writes lost: {tally:?}");
+    assert_eq!(
+        tally.unanswered_by_live, 0,
+        "a live node left requests unanswered: {tally:?}"
+    );
     assert!(
         tally.acknowledged_after_kill > 0,
         "nothing committed after the fail-over: {tally:?}"

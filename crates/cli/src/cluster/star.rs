@@ -386,6 +386,7 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
         retries: vec![
             ("retried", report.window.requests.retried),
             ("request_errors", report.window.requests.errors),
+            ("orphaned_forwards", report.window.requests.orphaned),
             ("discarded", report.window.requests.discarded),
         ],
     };

@@ -154,6 +154,7 @@ pub fn to_text(s: &StarStats) -> String {
     line("requests.received", q.received);
     line("requests.forwarded", q.forwarded);
     line("requests.errors", q.errors);
+    line("requests.orphaned", q.orphaned);
     line("requests.queued", q.queued);
     line("requests.generated", q.generated);
     line("requests.discarded", q.discarded);

@@ -249,6 +249,7 @@ pub fn since(end: &StarStats, start: &StarStats) -> StarStats {
     a.received = a.received.saturating_sub(b.received);
     a.forwarded = a.forwarded.saturating_sub(b.forwarded);
     a.errors = a.errors.saturating_sub(b.errors);
+    a.orphaned = a.orphaned.saturating_sub(b.orphaned);
     a.generated = a.generated.saturating_sub(b.generated);
     a.discarded = a.discarded.saturating_sub(b.discarded);
     a.read_committed = a.read_committed.saturating_sub(b.read_committed);

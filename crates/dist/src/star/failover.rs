@@ -18,7 +18,9 @@
 //!   what live nodes wrote in it reaches every live replica at its fence as usual (in a
 //!   partitioned phase partitions are disjoint; in a single-master phase only the coordinator
 //!   writes). The transactions the failed node ran are lost with their clients' connections, which
-//!   retry elsewhere.
+//!   retry elsewhere; a live node that forwarded a client's request there answers it with an
+//!   error saying its outcome is unknown (`requests::Forwarding`), so no client of a live node
+//!   waits out its timeout.
 //! - **Fence.** A node's fence stops waiting for the failed node; a node that already ended it
 //!   ends it again after taking back. The coordinator counts only end fences that carry its
 //!   current view, so the next phase begins only once every live node took back.
@@ -262,6 +264,7 @@ where
             Err(e) => self.liveness.lost = Some(e.to_string()),
         }
         self.liveness.taken_back += self.inbox.take_back(self.db, node, phase) as u64;
+        self.requests.orphaned += self.forwarding.orphan(net, node);
         self.outbox.regroup(
             net,
             self.me,

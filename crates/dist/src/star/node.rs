@@ -39,7 +39,9 @@ use crate::star::msg::{
 use crate::star::phase::{Coordinator, PhaseClock};
 use crate::star::recover::Recovery;
 use crate::star::replicate::{Inbox, Outbox};
-use crate::star::requests::{MAX_QUEUED, Origin, Pending, Queues, Route, answer, route};
+use crate::star::requests::{
+    Forwarding, MAX_QUEUED, Origin, Pending, Queues, Route, answer, route,
+};
 use crate::star::stats::{
     LatencySnapshot, ReplicationCounts, RequestCounts, StarStats, TypeCounts, latency_histogram,
 };
@@ -264,6 +266,8 @@ pub struct StarNode<'db, W: Procedures> {
     pub(crate) latency: Histogram<u64>,
     pub(crate) replication: ReplicationCounts,
     pub(crate) requests: RequestCounts,
+    /// The requests this node forwarded that are not answered yet.
+    pub(crate) forwarding: Forwarding,
     pub(crate) liveness: Liveness,
     pub(crate) recovery: Recovery,
     /// The Dist-OCC node this one runs as once no full replica is left (§7.2, `fallback`).
@@ -348,6 +352,7 @@ where
             latency: latency_histogram(),
             replication: ReplicationCounts::default(),
             requests: RequestCounts::default(),
+            forwarding: Forwarding::default(),
             masters,
             layout,
             settings,
@@ -640,6 +645,7 @@ where
             Route::Forward(to) => match origin {
                 Origin::Client { addr, rid } => {
                     self.requests.forwarded += 1;
+                    self.forwarding.sent(addr, rid, to);
                     net.send(
                         to,
                         StarMsg::Forward {
@@ -831,7 +837,10 @@ where
                 client,
                 rid,
                 outcome,
-            } if from_node => net.send(client, StarMsg::Reply { rid, outcome }),
+            } if from_node => {
+                self.forwarding.answered(client, rid);
+                net.send(client, StarMsg::Reply { rid, outcome });
+            }
             StarMsg::Query { rid, query } => {
                 let answer = self.answer(query);
                 net.send(from, StarMsg::Answer { rid, answer });

@@ -16,7 +16,7 @@
 //!
 //! [`StarMsg::Forward`]: crate::star::msg::StarMsg::Forward
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use hdrhistogram::Histogram;
 
@@ -105,6 +105,52 @@ pub(crate) fn answer<T: Transport<StarMsg>>(net: &mut T, origin: Origin, outcome
             },
         ),
         Origin::Local => {}
+    }
+}
+
+/// The requests a node forwarded for its clients and has no outcome of yet, by the node they went
+/// to: when that node is declared failed, its outcomes will never come back, and each client is
+/// told so at once instead of waiting out its timeout (§7: a failure costs no client its answer).
+#[derive(Default)]
+pub(crate) struct Forwarding {
+    to: HashMap<(Addr, u64), Addr>,
+}
+
+impl Forwarding {
+    /// Client `client`'s request `rid` went to node `to`.
+    pub(crate) fn sent(&mut self, client: Addr, rid: u64, to: Addr) {
+        self.to.insert((client, rid), to);
+    }
+
+    /// Its outcome came back.
+    pub(crate) fn answered(&mut self, client: Addr, rid: u64) {
+        self.to.remove(&(client, rid));
+    }
+
+    /// Node `node` failed: answers each client whose request went there with an error that says
+    /// the outcome is unknown (the node may have committed it in a phase that ended before it
+    /// failed, so it is not an abort); returns how many.
+    pub(crate) fn orphan<T: Transport<StarMsg>>(&mut self, net: &mut T, node: Addr) -> u64 {
+        let mut n = 0;
+        self.to.retain(|&(client, rid), to| {
+            if *to != node {
+                return true;
+            }
+            n += 1;
+            let text = format!(
+                "node {node}, which ran this request, failed before answering: its outcome is \
+                 unknown (committed if its phase had ended, else discarded)"
+            );
+            net.send(
+                client,
+                StarMsg::Reply {
+                    rid,
+                    outcome: Outcome::Error(text),
+                },
+            );
+            false
+        });
+        n
     }
 }
 

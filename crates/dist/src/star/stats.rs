@@ -103,6 +103,9 @@ pub struct RequestCounts {
     pub forwarded: u64,
     /// Requests answered with an error.
     pub errors: u64,
+    /// Forwarded requests whose node failed before it answered: their clients were told the
+    /// outcome is unknown.
+    pub orphaned: u64,
     /// Requests waiting now.
     pub queued: u64,
     /// Requests the node generated itself.
