@@ -80,8 +80,8 @@ impl Victim {
 enum Seen {
     /// Committed: its writes must be on every live replica.
     Committed,
-    /// Aborted by its procedure, refused, answered with an error (a forward to the failed node),
-    /// or unanswered (the first word says which, the rest why): its writes may or may not be
+    /// Aborted by its procedure, refused (an error reply: a forward to the failed node among
+    /// them), or unanswered (the first word says which, the rest why): its writes may or may not be
     /// there, all or none.
     Unknown(String),
 }
@@ -281,7 +281,6 @@ fn client_thread(
                 acked.fetch_add(1, Ordering::SeqCst);
                 Seen::Committed
             }
-            Ok(Outcome::Error(text)) => Seen::Unknown(format!("error: {text}")),
             Ok(other) => Seen::Unknown(format!("aborted: {other:?}")),
             Err(e @ ClientError::Refused(_)) => Seen::Unknown(format!("refused: {e}")),
             Err(e @ ClientError::Timeout { .. }) => Seen::Unknown(format!("unanswered: {e}")),
