@@ -4,9 +4,10 @@
 //! their logs, and when the network heals replica 2 is restored from snapshots that already hold
 //! those decisions. It never delivers them, so only the copy its retry proposes again tells it
 //! the outcome ([`phasedb_dist::pdur::Answer`]): every client must still get its outcome, the
-//! replicas end equal and the history stays serializable (the merge of every replica's recorder,
-//! and each never-restored replica's own). A failing run prints its seed (replay
-//! with `PHASEDB_SIM_SEED=<seed>`).
+//! replicas end equal, every replica's recorded history is atomic (the restored one's counting the
+//! decisions its snapshots covered) and agrees with the others', and the history stays
+//! serializable (the merge of every replica's recorder, and each never-restored replica's own). A
+//! failing run prints its seed (replay with `PHASEDB_SIM_SEED=<seed>`).
 
 #[path = "sim_pdur/history.rs"]
 mod history;
@@ -128,8 +129,8 @@ fn a_replica_behind_twice_still_answers_its_clients_whose_transactions_a_snapsho
                 );
             }
         }
-        // The cluster's history (every replica's recorder merged: a restored replica's lacks the
-        // decisions its snapshots covered) and the history of each replica never restored.
+        // Every replica's recorded history atomic and agreeing with the others', the cluster's
+        // (every replica's recorder merged) serializable, and each never-restored replica's own.
         check_history(&sim, &sim.addrs());
         eprintln!(
             "seed {seed}: replica {BEHIND} waited on {waiting_while_behind:?} transactions while behind; {behind:?}"

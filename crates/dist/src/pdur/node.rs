@@ -429,6 +429,9 @@ impl PdurNode {
             Ok(part) => {
                 self.stopped[g] = false;
                 self.stats.restores += 1;
+                if let Some(h) = &mut self.history {
+                    h.restored(p, part.recent_outcomes());
+                }
                 self.replica.restore(p, part);
                 self.replica.settle();
             }
