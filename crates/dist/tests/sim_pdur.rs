@@ -50,6 +50,7 @@ fn config(seed: u64) -> PdurConfig {
             ..BroadcastConfig::default()
         },
         retry_ns: 300 * MS,
+        rebroadcast_ns: 600 * MS,
         load_until_ns: u64::MAX,
         record_history: true,
         seed,
@@ -410,4 +411,14 @@ fn a_replica_restarted_with_its_stale_log_catches_up_by_snapshot_and_log() {
         eprintln!("seed {seed}");
         crash_and_rejoin(seed, |sim, _| sim.restart(2));
     }
+}
+
+#[test]
+fn a_node_without_a_rebroadcast_delay_is_refused() {
+    let cfg = PdurConfig {
+        rebroadcast_ns: 0,
+        ..config(1)
+    };
+    let e = PdurNode::new(0, cfg).err().expect("refused");
+    assert!(e.contains("rebroadcast_ns"), "{e}");
 }

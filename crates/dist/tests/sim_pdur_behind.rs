@@ -54,6 +54,7 @@ fn config(seed: u64) -> PdurConfig {
             ..BroadcastConfig::default()
         },
         retry_ns: 300 * MS,
+        rebroadcast_ns: 600 * MS,
         load_until_ns: u64::MAX,
         record_history: true,
         seed,

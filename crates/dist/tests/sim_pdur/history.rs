@@ -40,12 +40,13 @@ pub fn check_history(sim: &Simulator<PdurNode>, nodes: &[Addr]) {
     }
     for &n in nodes {
         let rec = sim.node(n).history().expect("recorded");
-        if sim.is_up(n) && rec.restores() == 0 {
-            if let Err(a) = check_serializable(&rec.history(|_| true)) {
-                panic!(
-                    "seed {seed}: replica {n}'s history is not serializable: {a} (replay: PHASEDB_SIM_SEED={seed})"
-                );
-            }
+        if sim.is_up(n)
+            && rec.restores() == 0
+            && let Err(a) = check_serializable(&rec.history(|_| true))
+        {
+            panic!(
+                "seed {seed}: replica {n}'s history is not serializable: {a} (replay: PHASEDB_SIM_SEED={seed})"
+            );
         }
     }
 }
