@@ -42,6 +42,7 @@ fn main() {
             ..BroadcastConfig::default()
         },
         retry_ns: 500_000_000,
+        rebroadcast_ns: 1_000_000_000,
         load_until_ns: seconds * 1_000_000_000,
         record_history: false,
         seed: 1,

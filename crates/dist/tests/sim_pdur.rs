@@ -7,7 +7,7 @@
 //! or empty under a new raft id) catches up by the groups' snapshots and logs and ends equal to
 //! the others. A failing run prints its seed (replay one with `PHASEDB_SIM_SEED=<seed>`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 #[path = "sim_pdur/history.rs"]
 mod history;
@@ -50,6 +50,7 @@ fn config(seed: u64) -> PdurConfig {
             ..BroadcastConfig::default()
         },
         retry_ns: 300 * MS,
+        rebroadcast_ns: 600 * MS,
         load_until_ns: u64::MAX,
         record_history: true,
         seed,
@@ -130,9 +131,43 @@ fn decisions(r: &PdurNode) -> HashSet<(u32, u64, u16, Option<u64>)> {
         .collect()
 }
 
+/// The decisions of replicas `pair`, which agree: the same wherever both decided a transaction at
+/// a partition, and one lacks some of the other's only if a snapshot restored it (a member that
+/// fell behind the compacted log, survivor or not, never takes the decisions its snapshot
+/// covered). Returns their union.
+fn survivors_agree(
+    sim: &Simulator<PdurNode>,
+    pair: [Addr; 2],
+) -> HashSet<(u32, u64, u16, Option<u64>)> {
+    let seed = sim.seed();
+    let [a, b] = pair.map(|n| decisions(sim.node(n)));
+    let by_key =
+        |d: &HashSet<(u32, u64, u16, Option<u64>)>| -> HashMap<(u32, u64, u16), Option<u64>> {
+            d.iter().map(|&(o, s, p, v)| ((o, s, p), v)).collect()
+        };
+    let (ka, kb) = (by_key(&a), by_key(&b));
+    for (k, v) in &ka {
+        if let Some(w) = kb.get(k) {
+            assert_eq!(
+                v, w,
+                "seed {seed}: replicas {pair:?} decided {k:?} differently (replay: PHASEDB_SIM_SEED={seed})"
+            );
+        }
+    }
+    for (n, mine, theirs) in [(pair[0], &ka, &kb), (pair[1], &kb, &ka)] {
+        let lacks = theirs.keys().filter(|k| !mine.contains_key(k)).count();
+        assert!(
+            lacks == 0 || sim.node(n).stats().restores > 0,
+            "seed {seed}: replica {n} lacks {lacks} decisions of the other survivor and was never restored (replay: PHASEDB_SIM_SEED={seed})"
+        );
+    }
+    a.union(&b).copied().collect()
+}
+
 /// Every live replica has the same digests and decisions and no transaction waiting for votes;
-/// the history is serializable; returns
-/// the transactions committed cluster-wide.
+/// every replica's recorded history (a crashed one's too) is atomic and agrees with the others',
+/// and the history is serializable ([`check_history`]); returns the transactions committed
+/// cluster-wide.
 fn check(sim: &Simulator<PdurNode>) -> u64 {
     let seed = sim.seed();
     let up: Vec<Addr> = sim.addrs().into_iter().filter(|&n| sim.is_up(n)).collect();
@@ -171,7 +206,7 @@ fn check(sim: &Simulator<PdurNode>) -> u64 {
             "seed {seed}: node {n}: {s:?}"
         );
     }
-    check_history(sim, &up);
+    check_history(sim, &sim.addrs());
     sim.addrs()
         .iter()
         .map(|&n| sim.node(n).stats().committed)
@@ -283,7 +318,8 @@ fn compacting(seed: u64) -> PdurConfig {
 
 /// Runs a cluster, crashes replica 2, runs on without it, brings it back with `revive`, runs on
 /// with its clients and quiesces; then checks that it caught up by state transfer: every
-/// replica's digests equal, the survivors' decisions equal and the revived replica's a subset of
+/// replica's digests equal, the survivors' decisions in agreement ([`survivors_agree`]: a survivor
+/// that fell behind the compacted log is restored too) and the revived replica's a subset of
 /// theirs (its snapshot covers the earlier ones), every decision the crashed replica took before
 /// the crash (its clients' acknowledged commits among them) kept by the survivors, and the
 /// history serializable.
@@ -311,11 +347,7 @@ fn crash_and_rejoin(seed: u64, revive: impl FnOnce(&mut Simulator<PdurNode>, Pdu
         back.stats().committed > committed_before,
         "seed {seed}: replica {DOWN}'s clients committed nothing after it came back"
     );
-    let survivors = decisions(sim.node(0));
-    assert!(
-        decisions(sim.node(1)) == survivors,
-        "seed {seed}: the survivors decided differently (replay: PHASEDB_SIM_SEED={seed})"
-    );
+    let survivors = survivors_agree(&sim, [0, 1]);
     let lost = before.difference(&survivors).count();
     assert_eq!(
         lost,
@@ -379,4 +411,14 @@ fn a_replica_restarted_with_its_stale_log_catches_up_by_snapshot_and_log() {
         eprintln!("seed {seed}");
         crash_and_rejoin(seed, |sim, _| sim.restart(2));
     }
+}
+
+#[test]
+fn a_node_without_a_rebroadcast_delay_is_refused() {
+    let cfg = PdurConfig {
+        rebroadcast_ns: 0,
+        ..config(1)
+    };
+    let e = PdurNode::new(0, cfg).err().expect("refused");
+    assert!(e.contains("rebroadcast_ns"), "{e}");
 }

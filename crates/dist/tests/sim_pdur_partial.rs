@@ -34,44 +34,73 @@ fn cross_request(seq: u64) -> CertRequest {
     }
 }
 
+/// One replica node of a one-node cluster (`table`'s partitions, no load) under the simulator
+/// after its groups elected their leader, with the receiver of its decisions.
+fn node(
+    table: &PdurTable,
+    seed: u64,
+) -> (
+    Simulator<ReplicaNode>,
+    std::sync::mpsc::Receiver<phasedb_dist::pdur::Answer>,
+) {
+    let (tx, _proposals) = tokio::sync::mpsc::unbounded_channel();
+    let mut replica = start_replica(table, 0, tx, false, 0).expect("a replica");
+    let decisions = replica.take_decisions();
+    let node = ReplicaNode::new(
+        0,
+        &[0],
+        broadcast_config(table),
+        replica,
+        Duration::ZERO,
+        Duration::from_secs(60),
+        None,
+    )
+    .expect("a node")
+    .rebroadcast_after(table.rebroadcast_ms * MS)
+    .expect("a positive delay");
+    let mut sim = Simulator::new(SimConfig::new(seed));
+    sim.add(0, node);
+    step(&mut sim, 400 * MS);
+    (sim, decisions)
+}
+
+/// Runs the simulator to `until`, a millisecond at a time, giving the workers' threads time.
+fn step(sim: &mut Simulator<ReplicaNode>, until: u64) {
+    while sim.now() < until {
+        let next = sim.now() + MS;
+        sim.run_until(next);
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+/// Proposes `req` to partition 0's group only, as a replica that died before the other would.
+fn propose_to_partition_0(sim: &mut Simulator<ReplicaNode>, req: &CertRequest) {
+    sim.with_node(0, |_, send| {
+        send(0, ServeMsg::Propose(vec![0], req.encode()))
+    });
+}
+
+fn table(rebroadcast_ms: u64) -> PdurTable {
+    PdurTable {
+        items: 256,
+        local_clients: false,
+        tick_us: 1_000,
+        rebroadcast_ms,
+        ..PdurTable::new(2)
+    }
+}
+
+#[test]
+fn the_cluster_files_default_rebroadcast_delay_is_the_nodes() {
+    assert_eq!(PdurTable::new(2).rebroadcast_ms * MS, PARTIAL_NS);
+}
+
 #[test]
 fn a_request_delivered_by_only_one_of_its_groups_is_finished() {
     for seed in seeds(2) {
-        let table = PdurTable {
-            items: 256,
-            local_clients: false,
-            tick_us: 1_000,
-            ..PdurTable::new(2)
-        };
-        let (tx, _proposals) = tokio::sync::mpsc::unbounded_channel();
-        let mut replica = start_replica(&table, 0, tx, false, 0).expect("a replica");
-        let decisions = replica.take_decisions();
-        let node = ReplicaNode::new(
-            0,
-            &[0],
-            broadcast_config(&table),
-            replica,
-            Duration::ZERO,
-            Duration::from_secs(60),
-            None,
-        )
-        .expect("a node");
-        let mut sim = Simulator::new(SimConfig::new(seed));
-        sim.add(0, node);
-        let step = |sim: &mut Simulator<ReplicaNode>, until: u64| {
-            while sim.now() < until {
-                let next = sim.now() + MS;
-                sim.run_until(next);
-                std::thread::sleep(Duration::from_micros(100));
-            }
-        };
-        // The group's leader is elected.
-        step(&mut sim, 400 * MS);
+        let (mut sim, decisions) = node(&table(PdurTable::new(2).rebroadcast_ms), seed);
         let req = cross_request(1);
-        // Proposed to partition 0's group only, as by a replica that died before the other.
-        sim.with_node(0, |_, send| {
-            send(0, ServeMsg::Propose(vec![0], req.encode()))
-        });
+        propose_to_partition_0(&mut sim, &req);
         step(&mut sim, 500 * MS);
         assert_eq!(
             sim.node(0).partial(),
@@ -102,5 +131,50 @@ fn a_request_delivered_by_only_one_of_its_groups_is_finished() {
         );
         assert_eq!(sim.node(0).partial(), 0, "seed {seed}");
         assert_eq!(sim.node(0).counters().rebroadcasts, 1, "seed {seed}");
+    }
+}
+
+#[test]
+fn a_shorter_rebroadcast_delay_finishes_a_partial_request_sooner() {
+    for seed in seeds(2) {
+        let (mut short, decisions) = node(&table(100), seed);
+        let (mut default, _) = node(&table(PdurTable::new(2).rebroadcast_ms), seed);
+        let req = cross_request(1);
+        propose_to_partition_0(&mut short, &req);
+        propose_to_partition_0(&mut default, &req);
+        // Delivered by partition 0's group by 450 ms; by 800 ms the 100 ms delay has passed and
+        // the default 1200 ms has not (simulated time: the node's own clock).
+        for sim in [&mut short, &mut default] {
+            step(sim, 450 * MS);
+            assert_eq!(
+                sim.node(0).partial(),
+                1,
+                "seed {seed}: not noted as partial"
+            );
+            step(sim, 800 * MS);
+        }
+        assert_eq!(
+            (
+                short.node(0).counters().rebroadcasts,
+                default.node(0).counters().rebroadcasts
+            ),
+            (1, 0),
+            "seed {seed}: by 800 ms only the node with the 100 ms delay proposed the request to partition 1 (replay: PHASEDB_SIM_SEED={seed})"
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let decided = loop {
+            if let Ok(d) = decisions.try_recv() {
+                break d;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "seed {seed}: the request was never decided (replay: PHASEDB_SIM_SEED={seed})"
+            );
+            let next = short.now() + 10 * MS;
+            step(&mut short, next);
+        };
+        assert_eq!(decided.txn, req.id);
+        assert!(decided.committed, "seed {seed}: {decided:?}");
+        assert_eq!(short.node(0).partial(), 0, "seed {seed}");
     }
 }

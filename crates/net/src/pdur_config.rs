@@ -19,6 +19,7 @@
 //! tick_us = 1000                 # raft tick
 //! batch_bytes = 65536            # a broadcast batch is proposed once it holds this much
 //! snapshot_entries = 10000       # broadcast entries between two snapshots (state transfer)
+//! rebroadcast_ms = 1200          # a request delivered by only some of its groups goes to the others after this
 //! seed = 1
 //! ```
 
@@ -76,10 +77,22 @@ pub struct PdurTable {
     /// replica that fell behind or restarted receives, with the log after it).
     #[serde(default = "PdurTable::default_snapshot_entries")]
     pub snapshot_entries: u64,
+    /// Milliseconds a cross-partition request may stay delivered by only some of the groups it
+    /// names before a replica proposes it to the others (its client's replica may have died
+    /// between its proposals, leaving the partitions that delivered it waiting for votes). The
+    /// default, twice the time after which a replica proposes its own undelivered requests
+    /// again, lets a live client's replica do it first; a copy to a group that delivered it is
+    /// ignored, so shorter is safe, only more traffic.
+    #[serde(default = "PdurTable::default_rebroadcast_ms")]
+    pub rebroadcast_ms: u64,
     /// Seed of the replicas' load generators (replica `i` mixes in `i`).
     #[serde(default = "PdurTable::default_seed")]
     pub seed: u64,
 }
+
+/// The longest [`PdurTable::rebroadcast_ms`] accepted (ten minutes): a partial request blocks
+/// its partitions' stable snapshots until it is finished.
+pub const MAX_REBROADCAST_MS: u64 = 600_000;
 
 impl PdurTable {
     fn default_workload() -> String {
@@ -118,6 +131,9 @@ impl PdurTable {
     fn default_snapshot_entries() -> u64 {
         10_000
     }
+    fn default_rebroadcast_ms() -> u64 {
+        1200
+    }
     fn default_seed() -> u64 {
         1
     }
@@ -140,6 +156,7 @@ impl PdurTable {
             tick_us: Self::default_tick_us(),
             batch_bytes: Self::default_batch_bytes(),
             snapshot_entries: Self::default_snapshot_entries(),
+            rebroadcast_ms: Self::default_rebroadcast_ms(),
             seed: Self::default_seed(),
         }
     }
@@ -220,6 +237,12 @@ impl PdurTable {
         }
         if self.snapshot_entries == 0 {
             return bad("snapshot_entries must be positive".into());
+        }
+        if !(1..=MAX_REBROADCAST_MS).contains(&self.rebroadcast_ms) {
+            return bad(format!(
+                "rebroadcast_ms must be 1..={MAX_REBROADCAST_MS} (milliseconds), not {}",
+                self.rebroadcast_ms
+            ));
         }
         Ok(())
     }

@@ -331,3 +331,33 @@ fn data_dir_of_puts_each_node_id_in_the_placeholder() {
         "a written data_dir is read back and checked"
     );
 }
+
+const PDUR: &str = "[[nodes]]\nid = 0\naddr = \"127.0.0.1:1\"\n[pdur]\npartitions = 2\n";
+
+#[test]
+fn the_pdur_rebroadcast_delay_defaults_to_1200_ms_and_round_trips() {
+    let c = ClusterConfig::from_toml(PDUR).unwrap();
+    let pdur = c.pdur.as_ref().expect("a [pdur] table");
+    assert_eq!(
+        pdur.rebroadcast_ms, 1200,
+        "today's delay: twice the 600 ms re-proposal"
+    );
+    let set = ClusterConfig::from_toml(&format!("{PDUR}rebroadcast_ms = 250\n")).unwrap();
+    assert_eq!(set.pdur.as_ref().unwrap().rebroadcast_ms, 250);
+    let back = ClusterConfig::from_toml(&set.to_toml()).unwrap();
+    assert_eq!(back.pdur.unwrap().rebroadcast_ms, 250);
+}
+
+#[test]
+fn a_zero_or_absurd_pdur_rebroadcast_delay_is_refused_naming_the_field() {
+    for bad in ["0", "600001", "9223372036854775807"] {
+        let e = err(&format!("{PDUR}rebroadcast_ms = {bad}\n"));
+        assert!(
+            e.contains("[pdur] rebroadcast_ms must be 1..=600000") && e.contains(bad),
+            "{bad}: {e}"
+        );
+    }
+    ClusterConfig::from_toml(&format!("{PDUR}rebroadcast_ms = 600000\n")).expect("ten minutes");
+    let e = err(&format!("{PDUR}rebroadcast_ms = -5\n"));
+    assert!(e.contains("rebroadcast_ms"), "{e}");
+}

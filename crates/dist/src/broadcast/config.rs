@@ -30,6 +30,9 @@ pub struct BroadcastConfig {
     pub retained_entries: u64,
     /// Most bytes of entries in one append message.
     pub max_message_bytes: u64,
+    /// A snapshot message larger than this is sent in chunks of at most this many bytes
+    /// (`chunks.rs`), so a state larger than a transport frame still transfers.
+    pub snapshot_chunk_bytes: usize,
     /// The group's first member campaigns when it starts with an empty log, so a fresh group elects
     /// a leader without waiting for an election timeout.
     pub campaign_on_start: bool,
@@ -53,6 +56,7 @@ impl Default for BroadcastConfig {
             snapshot_entries: 10_000,
             retained_entries: 1_000,
             max_message_bytes: 1 << 20,
+            snapshot_chunk_bytes: 1 << 20,
             campaign_on_start: true,
             seed: 0,
         }
@@ -80,6 +84,11 @@ impl BroadcastConfig {
         }
         if self.max_message_bytes == 0 {
             return bad("max_message_bytes must be positive");
+        }
+        if self.snapshot_chunk_bytes == 0
+            || self.snapshot_chunk_bytes > phasedb_net::wire::MAX_FRAME / 2
+        {
+            return bad("snapshot_chunk_bytes must be 1..=8388608 (half a transport frame)");
         }
         Ok(())
     }

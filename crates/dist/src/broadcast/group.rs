@@ -13,7 +13,7 @@
 //! with a failed leader: delivery is the only acknowledgement, and the application re-proposes
 //! what it has not seen delivered (P-DUR by transaction id, ignoring duplicates).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use bytes::Bytes;
@@ -26,10 +26,11 @@ use slog::{Discard, Logger, o};
 use phasedb_net::{Addr, is_client_addr};
 
 use crate::broadcast::batch::{self, BatchBuilder, BatchId};
+use crate::broadcast::chunks::{Assembly, SnapshotChunk, split};
 use crate::broadcast::config::BroadcastConfig;
 use crate::broadcast::error::BroadcastError;
 use crate::broadcast::storage::{GroupStorage, SnapshotBody};
-use crate::broadcast::wire::GroupMsg;
+use crate::broadcast::wire::{GroupMsg, RaftBytes};
 use crate::broadcast::{Delivery, GroupId};
 
 mod membership;
@@ -62,6 +63,14 @@ pub struct GroupStats {
     pub configuration_changes: u64,
     /// Messages on which raft panicked (the member restarted from its storage).
     pub raft_panics: u64,
+    /// Chunks of snapshot messages sent (`chunks.rs`).
+    pub snapshot_chunks_sent: u64,
+    /// Chunks of snapshot messages received and kept.
+    pub snapshot_chunks_received: u64,
+    /// Chunked snapshot messages received whole and stepped.
+    pub snapshots_assembled: u64,
+    /// Chunks refused: an impossible header, or the last of a whole that failed its checksum.
+    pub snapshot_chunks_refused: u64,
 }
 
 /// One node's member of one broadcast group.
@@ -99,6 +108,8 @@ pub struct Group {
     /// The configuration the member started with (before any entry).
     initial_conf: ConfState,
     scratch: Vec<Bytes>,
+    /// Per sender, the chunks of a snapshot message gathered so far.
+    assemblies: BTreeMap<Addr, Option<Assembly>>,
     stats: GroupStats,
     /// Draws election timeouts (see [`Group::pin_election_timeout`]).
     rng: SmallRng,
@@ -226,6 +237,7 @@ impl Group {
             confs: VecDeque::from([(0, conf.clone())]),
             initial_conf: conf,
             scratch: Vec::new(),
+            assemblies: BTreeMap::new(),
             stats: GroupStats::default(),
             rng: SmallRng::seed_from_u64(seed),
             observed: (u64::MAX, StateRole::Follower, 0, 0, 0),
@@ -450,11 +462,75 @@ impl Group {
         }
     }
 
+    /// Gathers a chunk of a snapshot message from `from` ([`crate::broadcast::chunks`]); once
+    /// the message is whole and matches its checksum it is stepped like any other. A chunk from
+    /// a non-member, an impossible one, or a whole that fails its checksum or is not a snapshot
+    /// is refused and nothing changes (the gathered chunks are dropped).
+    pub fn step_chunk(
+        &mut self,
+        from: Addr,
+        chunk: &SnapshotChunk,
+        out: &mut Vec<(Addr, GroupMsg)>,
+        deliveries: &mut VecDeque<Delivery>,
+    ) -> Result<(), BroadcastError> {
+        let refused = |reason: String| BroadcastError::Decode {
+            group: chunk.group,
+            from,
+            reason,
+        };
+        if !self.members.contains(&from) {
+            self.stats.refused_messages += 1;
+            return Err(BroadcastError::Misaddressed {
+                group: self.id,
+                from,
+                reason: "sender is not a member of the group",
+            });
+        }
+        let slot = self.assemblies.entry(from).or_default();
+        match Assembly::add(slot, chunk) {
+            Ok(None) => {
+                self.stats.snapshot_chunks_received += 1;
+                Ok(())
+            }
+            Ok(Some(whole)) => {
+                self.stats.snapshot_chunks_received += 1;
+                let msg = match RaftBytes(whole).decode() {
+                    Ok(m) if m.get_msg_type() == MessageType::MsgSnapshot => m,
+                    Ok(_) => {
+                        self.stats.snapshot_chunks_refused += 1;
+                        return Err(refused("chunked message is not a snapshot".into()));
+                    }
+                    Err(e) => {
+                        self.stats.snapshot_chunks_refused += 1;
+                        return Err(refused(e.to_string()));
+                    }
+                };
+                self.stats.snapshots_assembled += 1;
+                self.step(from, msg, out, deliveries)
+            }
+            Err(e) => {
+                self.stats.snapshot_chunks_refused += 1;
+                Err(refused(e.to_string()))
+            }
+        }
+    }
+
     fn send(&mut self, msgs: Vec<Message>, out: &mut Vec<(Addr, GroupMsg)>) {
         for m in msgs {
             let to = m.to;
             let snapshot = m.get_msg_type() == MessageType::MsgSnapshot;
-            out.push((addr_of(to), GroupMsg::encode(self.id, &m)));
+            let whole = GroupMsg::encode(self.id, &m);
+            match whole {
+                GroupMsg::Raft { raft, .. }
+                    if snapshot && raft.0.len() > self.cfg.snapshot_chunk_bytes =>
+                {
+                    for c in split(self.id, &raft.0, self.cfg.snapshot_chunk_bytes) {
+                        self.stats.snapshot_chunks_sent += 1;
+                        out.push((addr_of(to), GroupMsg::Chunk(c)));
+                    }
+                }
+                whole => out.push((addr_of(to), whole)),
+            }
             if snapshot {
                 // The snapshot is on its way; if it is lost, the follower's next rejection of an
                 // append makes the leader send it again.

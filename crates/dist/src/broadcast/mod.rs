@@ -9,6 +9,7 @@
 //!   `group/recovery.rs` snapshots and restarts, `group/membership.rs` raft ids and readmission.
 //! - `batch.rs` (proposals gathered into one entry), `storage.rs` (raft storage with the
 //!   application's snapshot), `wire.rs` ([`GroupMsg`], the message nodes exchange),
+//!   `chunks.rs` (a snapshot message larger than a chunk sent in pieces and installed whole),
 //!   `config.rs`, `error.rs`.
 //!
 //! A member's raft storage models its durable log: [`Broadcast::restart`] recovers from it. A node
@@ -38,6 +39,7 @@
 //! the log after it.
 
 mod batch;
+mod chunks;
 mod config;
 mod error;
 mod group;
@@ -48,6 +50,7 @@ mod wire;
 use bytes::Bytes;
 
 pub use batch::{BatchError, BatchId};
+pub use chunks::{Assembly, ChunkError, MAX_CHUNKS, MAX_SNAPSHOT_BYTES, SnapshotChunk, checksum};
 pub use config::BroadcastConfig;
 pub use error::BroadcastError;
 pub use group::{Group, GroupStats, addr_of, member_id, raft_id};

@@ -135,6 +135,7 @@ impl Broadcast {
             GroupMsg::Join { id, .. } => {
                 g.join(from, *id, &mut self.outgoing, &mut self.deliveries)
             }
+            GroupMsg::Chunk(c) => g.step_chunk(from, c, &mut self.outgoing, &mut self.deliveries),
         }
     }
 
@@ -240,6 +241,10 @@ impl Broadcast {
             t.refused_messages += s.refused_messages;
             t.configuration_changes += s.configuration_changes;
             t.raft_panics += s.raft_panics;
+            t.snapshot_chunks_sent += s.snapshot_chunks_sent;
+            t.snapshot_chunks_received += s.snapshot_chunks_received;
+            t.snapshots_assembled += s.snapshots_assembled;
+            t.snapshot_chunks_refused += s.snapshot_chunks_refused;
         }
         t
     }

@@ -9,6 +9,7 @@ use serde::de::{Deserializer, Error as _, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::broadcast::GroupId;
+use crate::broadcast::chunks::SnapshotChunk;
 
 /// What the members of a group send each other.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +29,9 @@ pub enum GroupMsg {
         /// The sender's new raft id.
         id: u64,
     },
+    /// One chunk of a raft snapshot message too large to send whole
+    /// ([`crate::broadcast::BroadcastConfig::snapshot_chunk_bytes`]).
+    Chunk(SnapshotChunk),
 }
 
 /// Raw bytes that postcard writes as one length-prefixed run (not byte by byte).
@@ -91,6 +95,7 @@ impl GroupMsg {
     pub fn group(&self) -> GroupId {
         match self {
             GroupMsg::Raft { group, .. } | GroupMsg::Join { group, .. } => *group,
+            GroupMsg::Chunk(c) => c.group,
         }
     }
 }
@@ -128,7 +133,7 @@ mod tests {
     fn raft_of(msg: &GroupMsg) -> &RaftBytes {
         match msg {
             GroupMsg::Raft { raft, .. } => raft,
-            GroupMsg::Join { .. } => panic!("not a raft message"),
+            GroupMsg::Join { .. } | GroupMsg::Chunk(_) => panic!("not a raft message"),
         }
     }
 

@@ -8,7 +8,9 @@
 //! [`Replica::deliver`] in order, the cross-partition votes exchanged inside the replica. A
 //! client waits for its transaction's decision at its first partition; a request not decided
 //! within [`PdurConfig::retry_ns`] (its proposal died with a leader) is proposed again to all its
-//! partitions — a partition that delivered it before ignores the copy and repeats an abort vote
+//! partitions, and another replica's cross-partition request undecided here for
+//! [`PdurConfig::rebroadcast_ns`] (its client's replica may have died between its proposals) is
+//! broadcast again by this one — a partition that delivered it before ignores the copy and repeats an abort vote
 //! only where none was counted, so re-broadcast is always safe.
 //!
 //! State transfer (snapshot plus log): whenever a group's snapshot is due the node offers every
@@ -59,6 +61,11 @@ pub struct PdurConfig {
     pub bcast: BroadcastConfig,
     /// An update transaction not decided after this long (ns) is proposed again.
     pub retry_ns: u64,
+    /// A cross-partition request of another replica's client delivered here and not decided
+    /// after this long (ns, above 0) is broadcast again to all its partitions
+    /// ([`PdurNode`]'s partial broadcasts; the cluster file's `[pdur] rebroadcast_ms` sets the
+    /// same delay for `phasedb node`). Twice `retry_ns` lets a live client's replica retry first.
+    pub rebroadcast_ns: u64,
     /// Clients start transactions only while the transport's clock is below this (ns; `u64::MAX`:
     /// always), so a timed run over TCP ends with the cluster quiescing.
     pub load_until_ns: u64,
@@ -167,6 +174,9 @@ impl PdurNode {
         }
         if p == 0 || p > PartitionId::MAX as usize {
             return Err("1 to 65535 partitions".into());
+        }
+        if cfg.rebroadcast_ns == 0 {
+            return Err("rebroadcast_ns must be positive".into());
         }
         let mut bcast = Broadcast::new(me, cfg.bcast.clone()).map_err(|e| e.to_string())?;
         for g in 0..p {
@@ -312,11 +322,11 @@ impl PdurNode {
     }
 
     /// Broadcasts again, to all its partitions, a cross-partition request of another replica's
-    /// client delivered here but undecided for twice the retry timeout: its client's replica
-    /// may have crashed after broadcasting it to only some partitions, which would wait for the
-    /// others' votes forever (termination assumes every partition named delivers it).
+    /// client delivered here but undecided for [`PdurConfig::rebroadcast_ns`]: its client's
+    /// replica may have crashed after broadcasting it to only some partitions, which would wait
+    /// for the others' votes forever (termination assumes every partition named delivers it).
     fn finish_partial(&mut self, now: u64) {
-        let late = 2 * self.cfg.retry_ns;
+        let late = self.cfg.rebroadcast_ns;
         for (id, (payload, at)) in self.undecided.iter_mut() {
             if self.pending.contains_key(id) || now.saturating_sub(*at) < late {
                 continue;
@@ -429,6 +439,9 @@ impl PdurNode {
             Ok(part) => {
                 self.stopped[g] = false;
                 self.stats.restores += 1;
+                if let Some(h) = &mut self.history {
+                    h.restored(p, part.recent_outcomes());
+                }
                 self.replica.restore(p, part);
                 self.replica.settle();
             }

@@ -224,8 +224,9 @@ pub struct Partition {
     /// Per client, the highest sequence number delivered here (duplicates are ignored) and
     /// that transaction's outcome once decided.
     last_seq: FxHashMap<u32, Last>,
-    /// Recent cross-partition outcomes here (true: committed), oldest first in `outcome_order`.
-    outcomes: FxHashMap<TxnId, bool>,
+    /// Recent cross-partition outcomes here (`Some(version)`: committed at it; `None`:
+    /// aborted), oldest first in `outcome_order`.
+    outcomes: FxHashMap<TxnId, Option<Sc>>,
     outcome_order: VecDeque<TxnId>,
     deliveries: u64,
     stats: PartitionStats,
@@ -380,7 +381,7 @@ impl Partition {
                 });
             }
             if req.is_cross_partition() && !self.waiting.contains_key(&req.id) {
-                let commit = self.outcomes.get(&req.id).copied().unwrap_or(false);
+                let commit = matches!(self.outcomes.get(&req.id), Some(Some(_)));
                 for to in req.partitions().filter(|&q| q != self.id) {
                     fx.votes.push(VoteMsg {
                         txn: req.id,
@@ -547,13 +548,13 @@ impl Partition {
             return;
         }
         match self.outcomes.get(&vote.txn) {
-            Some(&committed) => {
+            Some(&outcome) => {
                 self.stats.answered += 1;
                 fx.votes.push(VoteMsg {
                     txn: vote.txn,
                     from: self.id,
                     to: vote.from,
-                    commit: committed,
+                    commit: outcome.is_some(),
                     kind: VoteKind::Answer,
                 });
             }
@@ -579,9 +580,19 @@ impl Partition {
             .and_then(|l| l.outcome)
     }
 
+    /// The cross-partition outcomes this partition remembers ([`OUTCOMES_KEPT`] at most),
+    /// oldest first: `Some(version)` committed here at `version`, `None` aborted. A partition
+    /// restored from an image remembers the image's, so a history recorder learns from them
+    /// the decisions the image covered ([`crate::pdur::history::HistoryRecorder::restored`]).
+    pub fn recent_outcomes(&self) -> impl Iterator<Item = (TxnId, Option<Sc>)> + '_ {
+        self.outcome_order
+            .iter()
+            .filter_map(|t| self.outcomes.get(t).map(|&o| (*t, o)))
+    }
+
     /// Remembers a cross-partition outcome for [`Partition::answer_decided`].
-    fn remember(&mut self, txn: TxnId, committed: bool) {
-        if self.outcomes.insert(txn, committed).is_none() {
+    fn remember(&mut self, txn: TxnId, outcome: Option<Sc>) {
+        if self.outcomes.insert(txn, outcome).is_none() {
             self.outcome_order.push_back(txn);
         }
         while self.outcome_order.len() > OUTCOMES_KEPT {
@@ -615,7 +626,7 @@ impl Partition {
         if let Some(v) = w.version {
             self.decided.release(v);
         }
-        self.remember(txn, outcome.is_ok());
+        self.remember(txn, outcome.ok());
         self.note_outcome(txn, outcome.is_ok());
         fx.decisions.push(Decision {
             txn,

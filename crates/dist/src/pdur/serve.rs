@@ -34,7 +34,8 @@
 //! its groups (or while leading a group that had not replicated it) is delivered by those groups
 //! only, and their partitions would wait for the other partitions' votes forever (termination
 //! assumes every partition it names delivers it). Every node notes such requests as their groups
-//! deliver them; one still partial after [`PARTIAL_NS`] is proposed to each missing group by that
+//! deliver them; one still partial after the cluster file's `[pdur] rebroadcast_ms` (by default
+//! [`PARTIAL_NS`]; [`ReplicaNode::rebroadcast_after`]) is proposed to each missing group by that
 //! group's leader. A partition that has moved past the request's client votes abort for it, so the
 //! outcome is the same on every replica.
 
@@ -110,7 +111,7 @@ type Groups = smallvec::SmallVec<[GroupId; 4]>;
 /// A cross-partition request delivered by some of the groups it names and not yet by the
 /// others: if its client's replica crashed between its proposals (or while leading a group that
 /// had not replicated it), the partitions that delivered it would wait for the others' votes
-/// forever. The node proposes it to the missing groups after [`PARTIAL_NS`]
+/// forever. The node proposes it to the missing groups after [`ReplicaNode::rebroadcast_after`]
 /// ([`ReplicaNode::finish_partial`]).
 struct Partial {
     payload: bytes::Bytes,
@@ -119,8 +120,9 @@ struct Partial {
 }
 
 /// How long a cross-partition request may stay delivered by only some of its groups before a
-/// survivor proposes it to the others: twice [`REPROPOSE_NS`], so the client's own replica, if
-/// alive, proposes it again first.
+/// survivor proposes it to the others, unless set otherwise ([`ReplicaNode::rebroadcast_after`],
+/// `[pdur] rebroadcast_ms`, whose default is this): twice [`REPROPOSE_NS`], so the client's own
+/// replica, if alive, proposes it again first.
 pub const PARTIAL_NS: u64 = 2 * REPROPOSE_NS;
 
 /// What replicas exchange, and what the workers hand their node.
@@ -252,7 +254,7 @@ pub struct NodeCounters {
     /// Proposals proposed again after [`REPROPOSE_NS`] undelivered.
     pub reproposed: u64,
     /// Other replicas' cross-partition requests proposed to the groups that had not delivered
-    /// them after [`PARTIAL_NS`] ([`ReplicaNode::finish_partial`]).
+    /// them after [`ReplicaNode::rebroadcast_after`] ([`ReplicaNode::finish_partial`]).
     pub rebroadcasts: u64,
     /// At the stop: this node's proposals not yet delivered by every group they name.
     pub undelivered: u64,
@@ -289,6 +291,8 @@ pub struct ReplicaNode {
     stopped: Vec<bool>,
     /// Cross-partition requests delivered by some of their groups only.
     partial: rustc_hash::FxHashMap<TxnId, Partial>,
+    /// How long one may stay so before the node proposes it to the others (ns).
+    partial_ns: u64,
     /// Called once the node has caught up ([`ReplicaNode::on_ready`]).
     on_ready: Option<Box<dyn FnOnce() + Send>>,
 }
@@ -332,6 +336,7 @@ impl ReplicaNode {
             images_due: 0,
             stopped: vec![false; partitions],
             partial: Default::default(),
+            partial_ns: PARTIAL_NS,
             on_ready: None,
         })
     }
@@ -410,6 +415,16 @@ impl ReplicaNode {
         self
     }
 
+    /// Proposes a cross-partition request delivered by only some of its groups to the others
+    /// once it stayed so for `ns` (above 0; [`PARTIAL_NS`] unless set).
+    pub fn rebroadcast_after(mut self, ns: u64) -> Result<ReplicaNode, String> {
+        if ns == 0 {
+            return Err("the rebroadcast delay must be positive".into());
+        }
+        self.partial_ns = ns;
+        Ok(self)
+    }
+
     /// Publishes which groups this node leads into `probe` on every tick.
     pub fn with_probe(mut self, probe: std::sync::Arc<Probe>) -> ReplicaNode {
         self.probe = Some(probe);
@@ -468,14 +483,14 @@ impl ReplicaNode {
     }
 
     /// Proposes a cross-partition request delivered by only some of its groups for
-    /// [`PARTIAL_NS`] to each missing group this node leads (a leader of each proposes it, so
+    /// [`ReplicaNode::rebroadcast_after`] to each missing group this node leads (a leader of each proposes it, so
     /// one copy is normally delivered; a partition that delivered it before ignores a copy).
     /// The node's own requests are left to [`ReplicaNode::repropose`].
     fn finish_partial(&mut self) {
         let now = self.now;
         let mut again: Vec<(GroupId, Vec<u8>)> = Vec::new();
         for (id, p) in self.partial.iter_mut() {
-            if now.saturating_sub(p.at) < PARTIAL_NS || self.pending.contains_key(id) {
+            if now.saturating_sub(p.at) < self.partial_ns || self.pending.contains_key(id) {
                 continue;
             }
             p.at = now;
@@ -877,7 +892,8 @@ pub async fn serve(
         Duration::from_millis(table.warmup_ms),
         Duration::from_millis(table.duration_ms),
         on_done,
-    )?;
+    )?
+    .rebroadcast_after(table.rebroadcast_ms.saturating_mul(1_000_000))?;
     if incarnation > 0 {
         node = node.rejoining(&replicas, broadcast_config(table), incarnation)?;
     }

@@ -19,7 +19,7 @@ use crate::ramp::msg::Key;
 use crate::ramp::server::store::{ItemImage, Store};
 
 /// The first byte of an image (the format's version).
-const IMAGE_TAG: u8 = 1;
+const IMAGE_TAG: u8 = 2;
 
 #[derive(Serialize, Deserialize)]
 struct WaitingImage {
@@ -43,7 +43,7 @@ struct PartitionImage {
     waiting: Vec<WaitingImage>,
     early: Vec<(TxnId, Vec<(PartitionId, bool)>)>,
     last_seq: Vec<(u32, u64, Option<bool>)>,
-    outcomes: Vec<(TxnId, bool)>,
+    outcomes: Vec<(TxnId, Option<Sc>)>,
     items: Vec<ItemImage>,
 }
 
@@ -122,11 +122,7 @@ impl Partition {
                 .iter()
                 .map(|(&o, l)| (o, l.seq, l.outcome))
                 .collect(),
-            outcomes: self
-                .outcome_order
-                .iter()
-                .filter_map(|t| self.outcomes.get(t).map(|&c| (*t, c)))
-                .collect(),
+            outcomes: self.recent_outcomes().collect(),
             items,
         };
         let mut out = vec![IMAGE_TAG];
@@ -198,8 +194,11 @@ impl Partition {
                 .into_iter()
                 .map(|(o, seq, outcome)| (o, super::Last { seq, outcome })),
         );
-        for (txn, committed) in img.outcomes {
-            part.remember(txn, committed);
+        for (txn, outcome) in img.outcomes {
+            if outcome.is_some_and(|v| v > img.sc) {
+                return Err(bad("a remembered outcome above SC"));
+            }
+            part.remember(txn, outcome);
         }
         let mut store = Store::new(0);
         for item in img.items {
