@@ -37,6 +37,26 @@ fn seeds() -> Vec<u64> {
 
 /// Groups that snapshot every few entries and keep a short log, so a replica cut off for a
 /// while falls behind the compacted prefix.
+/// Stops the clients and runs until every replica decided everything it waits for and every
+/// group's members delivered alike with nothing in flight; false if that takes 10 simulated s.
+fn quiesce(sim: &mut Simulator<PdurNode>) -> bool {
+    for n in sim.addrs() {
+        sim.node_mut(n).set_limit(0);
+    }
+    let deadline = sim.now() + 10_000 * MS;
+    sim.run_until_pred(deadline, |s| {
+        (0..REPLICAS).all(|n| s.node(n).undecided() == 0)
+            && (0..PARTITIONS as u32).all(|g| {
+                (0..REPLICAS).all(|n| {
+                    let m = s.node(n).broadcast().group(g).expect("member");
+                    m.delivered() == s.node(0).broadcast().group(g).unwrap().delivered()
+                        && m.pending_bytes() == 0
+                        && m.inflight_batches() == 0
+                })
+            })
+    })
+}
+
 fn config(seed: u64) -> PdurConfig {
     PdurConfig {
         replicas: (0..REPLICAS).collect(),
@@ -88,21 +108,7 @@ fn a_replica_behind_twice_still_answers_its_clients_whose_transactions_a_snapsho
                 sim.node(BEHIND).stats()
             );
         }
-        for n in sim.addrs() {
-            sim.node_mut(n).set_limit(0);
-        }
-        let deadline = sim.now() + 10_000 * MS;
-        let settled = sim.run_until_pred(deadline, |s| {
-            (0..REPLICAS).all(|n| s.node(n).undecided() == 0)
-                && (0..PARTITIONS as u32).all(|g| {
-                    (0..REPLICAS).all(|n| {
-                        let m = s.node(n).broadcast().group(g).expect("member");
-                        m.delivered() == s.node(0).broadcast().group(g).unwrap().delivered()
-                            && m.pending_bytes() == 0
-                            && m.inflight_batches() == 0
-                    })
-                })
-        });
+        let settled = quiesce(&mut sim);
         let behind = sim.node(BEHIND).stats();
         assert!(
             settled,
@@ -176,21 +182,7 @@ fn a_replica_behind_is_restored_from_chunked_snapshots_despite_lost_chunks() {
             drop
         })));
         sim.run_until(1_700 * MS);
-        for n in sim.addrs() {
-            sim.node_mut(n).set_limit(0);
-        }
-        let deadline = sim.now() + 10_000 * MS;
-        let settled = sim.run_until_pred(deadline, |s| {
-            (0..REPLICAS).all(|n| s.node(n).undecided() == 0)
-                && (0..PARTITIONS as u32).all(|g| {
-                    (0..REPLICAS).all(|n| {
-                        let m = s.node(n).broadcast().group(g).expect("member");
-                        m.delivered() == s.node(0).broadcast().group(g).unwrap().delivered()
-                            && m.pending_bytes() == 0
-                            && m.inflight_batches() == 0
-                    })
-                })
-        });
+        let settled = quiesce(&mut sim);
         assert!(
             settled,
             "seed {seed}: did not quiesce (replay: PHASEDB_SIM_SEED={seed})"

@@ -64,6 +64,28 @@ fn node(
     (sim, decisions)
 }
 
+/// Steps `sim` until a decision comes out of `decisions` (at most 20 s of real time: the
+/// certification runs on the replica's own threads).
+fn decision(
+    sim: &mut Simulator<ReplicaNode>,
+    decisions: &std::sync::mpsc::Receiver<phasedb_dist::pdur::Answer>,
+    seed: u64,
+) -> phasedb_dist::pdur::Answer {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(d) = decisions.try_recv() {
+            return d;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "seed {seed}: the request was never decided ({} busy; replay: PHASEDB_SIM_SEED={seed})",
+            sim.node(0).busy()
+        );
+        let next = sim.now() + 10 * MS;
+        step(sim, next);
+    }
+}
+
 /// Runs the simulator to `until`, a millisecond at a time, giving the workers' threads time.
 fn step(sim: &mut Simulator<ReplicaNode>, until: u64) {
     while sim.now() < until {
@@ -107,19 +129,7 @@ fn a_request_delivered_by_only_one_of_its_groups_is_finished() {
             1,
             "seed {seed}: the request is not noted as partial"
         );
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let decided = loop {
-            if let Ok(d) = decisions.try_recv() {
-                break d;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "seed {seed}: the request was never decided ({} busy; replay: PHASEDB_SIM_SEED={seed})",
-                sim.node(0).busy()
-            );
-            let next = sim.now() + 10 * MS;
-            step(&mut sim, next);
-        };
+        let decided = decision(&mut sim, &decisions, seed);
         assert_eq!(decided.txn, req.id);
         assert!(
             decided.committed,
@@ -161,18 +171,7 @@ fn a_shorter_rebroadcast_delay_finishes_a_partial_request_sooner() {
             (1, 0),
             "seed {seed}: by 800 ms only the node with the 100 ms delay proposed the request to partition 1 (replay: PHASEDB_SIM_SEED={seed})"
         );
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let decided = loop {
-            if let Ok(d) = decisions.try_recv() {
-                break d;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "seed {seed}: the request was never decided (replay: PHASEDB_SIM_SEED={seed})"
-            );
-            let next = short.now() + 10 * MS;
-            step(&mut short, next);
-        };
+        let decided = decision(&mut short, &decisions, seed);
         assert_eq!(decided.txn, req.id);
         assert!(decided.committed, "seed {seed}: {decided:?}");
         assert_eq!(short.node(0).partial(), 0, "seed {seed}");
