@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::TempDir;
+use common::star::star_cluster;
 use phasedb_dist::star::client::{Client, ClientError};
 use phasedb_dist::star::{Answer, Outcome, PhaseKind, Query};
 use phasedb_net::ClusterConfig;
@@ -242,26 +243,6 @@ fn bad_star_flags_and_impossible_placements_exit_2() {
         "--cross-partition applies to --algorithm star only",
     );
     refused(&["tpcc", "--mix", "payment"], "STAR cluster only");
-}
-
-/// Writes a STAR cluster file of `nodes` nodes on free ports with `[star]` lines `star`.
-fn star_cluster(dir: &TempDir, nodes: usize, star: &str) -> (std::path::PathBuf, ClusterConfig) {
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let mut text = String::new();
-    for id in 0..nodes {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        text += &format!("[[nodes]]\nid = {id}\naddr = \"127.0.0.1:{port}\"\n");
-    }
-    text += "[star]\n";
-    text += star;
-    let path = dir.0.join("cluster.toml");
-    std::fs::write(&path, &text).unwrap();
-    let cfg = ClusterConfig::from_toml(&text).unwrap();
-    (path, cfg)
 }
 
 #[test]

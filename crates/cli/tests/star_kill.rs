@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::TempDir;
+use common::star::star_cluster;
 use phasedb_dist::star::client::{Client, ClientError};
 use phasedb_dist::star::msg::MAX_ROWS_PER_QUERY;
 use phasedb_dist::star::{Answer, Outcome, Query, RowImage};
@@ -125,21 +126,7 @@ impl Drop for Nodes {
 }
 
 fn start_cluster(dir: &TempDir, victim: Victim) -> (PathBuf, ClusterConfig, Nodes) {
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let mut text = String::new();
-    for id in 0..NODES {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        text += &format!("[[nodes]]\nid = {id}\naddr = \"127.0.0.1:{port}\"\n");
-    }
-    text += "[star]\n";
-    text += &victim.star_table();
-    let path = dir.0.join("cluster.toml");
-    std::fs::write(&path, &text).unwrap();
-    let cfg = ClusterConfig::from_toml(&text).unwrap();
+    let (path, cfg) = star_cluster(dir, NODES, &victim.star_table());
     let nodes = (0..NODES)
         .map(|id| {
             Some(

@@ -1,6 +1,7 @@
 //! Helpers the CLI's integration tests share.
 
 pub mod quick;
+pub mod star;
 
 use std::path::PathBuf;
 
