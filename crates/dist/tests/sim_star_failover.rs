@@ -6,7 +6,8 @@
 //! each partition that are alive agree; every node keeps the workload's invariant (TPC-C's
 //! consistency conditions for TPC-C); every acknowledged transaction is on the full replica and
 //! nothing the failed node ran in the interrupted phase is; the history is serializable. A failing
-//! run prints its seed (replay one with `PHASEDB_SIM_SEED=<seed>`).
+//! run prints its seed (replay one with `PHASEDB_SIM_SEED=<seed>`; sweep more with
+//! `PHASEDB_SIM_SEEDS=<count>`).
 
 #[path = "sim_star/accounts.rs"]
 mod accounts;
@@ -29,11 +30,17 @@ use serde::de::DeserializeOwned;
 const MS: u64 = 1_000_000;
 const PARTITIONS: u32 = 4;
 
+/// The seeds a test runs: `n` by default; `PHASEDB_SIM_SEED=<seed>` replays one, and
+/// `PHASEDB_SIM_SEEDS=<count>` sweeps seeds `1..=count` (issue 35's hundred crashes:
+/// `PHASEDB_SIM_SEEDS=34 cargo test --release -p phasedb-dist --test sim_star_failover`).
 fn seeds(n: u64) -> Vec<u64> {
-    match std::env::var("PHASEDB_SIM_SEED") {
-        Ok(s) => vec![s.parse().expect("PHASEDB_SIM_SEED is a number")],
-        Err(_) => (1..=n).collect(),
+    if let Ok(s) = std::env::var("PHASEDB_SIM_SEED") {
+        return vec![s.parse().expect("PHASEDB_SIM_SEED is a number")];
     }
+    let count = std::env::var("PHASEDB_SIM_SEEDS")
+        .map(|s| s.parse().expect("PHASEDB_SIM_SEEDS is a number"))
+        .unwrap_or(n);
+    (1..=count).collect()
 }
 
 /// `nodes` nodes, `full` full replicas, `replicas` copies of each of `partitions`, 5 ms
