@@ -3,11 +3,11 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::TempDir;
-use common::star::star_cluster;
+use common::star::{spawn_node, star_cluster};
 use phasedb_dist::star::client::{Client, ClientError};
 use phasedb_dist::star::{Answer, Outcome, PhaseKind, Query};
 use phasedb_net::ClusterConfig;
@@ -327,20 +327,7 @@ fn a_client_request_over_tcp_is_answered_after_its_phase() {
         2,
         &format!("partitions = 2\nworkload = \"ycsb\"\nworkload_args = [\"--rows\", \"{rows}\"]\n"),
     );
-    let mut nodes = Nodes(
-        (0..2)
-            .map(|id| {
-                phasedb()
-                    .args(["node", "--quiet", "--config"])
-                    .arg(&path)
-                    .args(["--id", &id.to_string(), "--stats"])
-                    .arg(dir.0.join(format!("node-{id}.stats")))
-                    .stdin(Stdio::null())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect(),
-    );
+    let mut nodes = Nodes((0..2).map(|id| spawn_node(&path, &dir, id)).collect());
     let client = connect_retrying(&cfg);
     // The same requests the nodes' own load draws.
     let workload = YcsbProcedures::new(YcsbProceduresConfig {

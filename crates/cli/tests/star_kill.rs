@@ -12,13 +12,13 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::TempDir;
-use common::star::star_cluster;
+use common::star::{spawn_node, star_cluster};
 use phasedb_dist::star::client::{Client, ClientError};
 use phasedb_dist::star::msg::MAX_ROWS_PER_QUERY;
 use phasedb_dist::star::{Answer, Outcome, Query, RowImage};
@@ -128,18 +128,7 @@ impl Drop for Nodes {
 fn start_cluster(dir: &TempDir, victim: Victim) -> (PathBuf, ClusterConfig, Nodes) {
     let (path, cfg) = star_cluster(dir, NODES, &victim.star_table());
     let nodes = (0..NODES)
-        .map(|id| {
-            Some(
-                Command::new(env!("CARGO_BIN_EXE_phasedb"))
-                    .args(["node", "--quiet", "--config"])
-                    .arg(&path)
-                    .args(["--id", &id.to_string(), "--stats"])
-                    .arg(dir.0.join(format!("node-{id}.stats")))
-                    .stdin(Stdio::null())
-                    .spawn()
-                    .unwrap(),
-            )
-        })
+        .map(|id| Some(spawn_node(&path, dir, id)))
         .collect();
     (path, cfg, Nodes(nodes))
 }

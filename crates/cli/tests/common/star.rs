@@ -3,7 +3,8 @@
 // Each test crate compiles this module; not every one uses it.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 
 use phasedb_net::ClusterConfig;
 
@@ -28,4 +29,17 @@ pub fn star_cluster(dir: &TempDir, nodes: u32, star: &str) -> (PathBuf, ClusterC
     std::fs::write(&path, &text).unwrap();
     let cfg = ClusterConfig::from_toml(&text).unwrap();
     (path, cfg)
+}
+
+/// Starts node `id` of the cluster file at `path` as a `phasedb node` process, writing its
+/// statistics to `node-<id>.stats` in `dir` when it stops.
+pub fn spawn_node(path: &Path, dir: &TempDir, id: u32) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_phasedb"))
+        .args(["node", "--quiet", "--config"])
+        .arg(path)
+        .args(["--id", &id.to_string(), "--stats"])
+        .arg(dir.0.join(format!("node-{id}.stats")))
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
 }
