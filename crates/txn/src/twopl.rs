@@ -121,14 +121,26 @@ impl TidMeta for LockMeta {
 struct Wait {
     patience: Patience,
     spins: u32,
+    /// The group's word, less the lock bit, at the last look.
+    seen: u64,
+    /// How many times a look found that the lock had changed hands since the previous one.
+    handed_on: u32,
 }
 
-/// Most pauses a waiter makes between two looks at a held lock. A waiter that looks at the lock's
-/// cache line takes it away from the holder, whose next store to its record must then fetch it back:
-/// on a hot record, looking back-to-back lengthens the very hold it waits for. Pauses doubling up to
-/// this bound (a few hundred nanoseconds) keep the hand-off prompt while costing the holder at most a
-/// line transfer per look.
+/// Most pauses a waiter makes between two looks at a lock that stays with one holder. A waiter that
+/// looks at the lock's cache line takes it away from the holder, whose next store to its record must
+/// then fetch it back. Pauses doubling up to this bound (a few hundred nanoseconds) keep the
+/// hand-off prompt when the hold ends, while costing the holder at most a line transfer per look.
 const MAX_PAUSES: u32 = 8;
+
+/// Most pauses between two looks at a lock that keeps changing hands: each time a look finds a new
+/// version under the lock (a holder committed and a holder, perhaps the same, locked it again before
+/// this waiter looked), the pauses double, up to this bound (some microseconds). On a hot record
+/// whose transactions are short, the line then stays with the thread running them for many
+/// transactions instead of moving at every one of them, which is where 2PL lost most of its
+/// throughput to its own waiters (issue 38). A waiter behind a long hold sees no new version and keeps
+/// looking every [`MAX_PAUSES`].
+const MAX_HANDED_ON_PAUSES: u32 = 256;
 
 /// Looks at a held lock after which a waiter parks until the lock is released: the hold has
 /// outlasted a short critical section (some microseconds of spinning), and its holder may be waiting
@@ -140,6 +152,8 @@ impl Wait {
         Wait {
             patience: Patience::default(),
             spins: 0,
+            seen: 0,
+            handed_on: 0,
         }
     }
 
@@ -166,27 +180,39 @@ impl Wait {
         self.pause(m, blocked)
     }
 
-    /// One wait between two looks at a held lock: pauses doubling up to [`MAX_PAUSES`], and after
+    /// One wait between two looks at a held lock: pauses doubling up to [`MAX_PAUSES`] (further,
+    /// up to [`MAX_HANDED_ON_PAUSES`], as the lock changes hands between looks), and after
     /// [`SPINS_BEFORE_PARK`] looks a park until the release; a wait that outlasts its
     /// [`Patience`] ends in an abort.
     #[cold]
     fn pause(&mut self, m: &LockMeta, blocked: impl Fn(u64, u32) -> bool) -> TxResult<()> {
         self.spins += 1;
+        let word = m.word.0.load(Ordering::Relaxed);
+        let version = word & !LOCK;
+        if self.spins > 1 && version != self.seen {
+            self.handed_on += 1;
+        }
+        self.seen = version;
         if self.spins < SPINS_BEFORE_PARK {
-            for _ in 0..(1u32 << self.spins.min(MAX_PAUSES.trailing_zeros())) {
+            for _ in 0..pauses_between_looks(self.spins, self.handed_on) {
                 std::hint::spin_loop();
             }
             return Ok(());
         }
-        if self
-            .patience
-            .expired(Instant::now(), m.word.0.load(Ordering::Relaxed))
-        {
+        if self.patience.expired(Instant::now(), word) {
             return Err(TxError::Conflict(Conflict::LockTimeout));
         }
         park::park(&m.word.0, &m.readers, blocked, self.patience.deadline());
         Ok(())
     }
+}
+
+/// Pauses before the next look, after `looks` looks of which `handed_on` found the lock in new hands:
+/// doubling with each look up to [`MAX_PAUSES`], and with each hand-off further up to
+/// [`MAX_HANDED_ON_PAUSES`].
+fn pauses_between_looks(looks: u32, handed_on: u32) -> u32 {
+    let growth = (MAX_HANDED_ON_PAUSES / MAX_PAUSES).trailing_zeros();
+    (1u32 << looks.min(MAX_PAUSES.trailing_zeros())) << handed_on.min(growth)
 }
 
 /// Whether a waiter for `m`'s exclusive lock is still blocked.
@@ -494,5 +520,42 @@ impl<const POLICY: u8> Protocol for TwoPl<POLICY> {
     #[inline]
     fn reclaim(st: &mut TxState<LockMeta>, db: &Database<Self>) {
         commit::reclaim(db, st);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pauses_double_per_look_to_the_short_bound_and_per_hand_off_to_the_long_one() {
+        let short: Vec<u32> = (1..6).map(|l| pauses_between_looks(l, 0)).collect();
+        assert_eq!(short, [2, 4, 8, 8, 8]);
+        assert_eq!(pauses_between_looks(40, 0), MAX_PAUSES);
+        let handed: Vec<u32> = (0..8).map(|h| pauses_between_looks(3, h)).collect();
+        assert_eq!(handed, [8, 16, 32, 64, 128, 256, 256, 256]);
+        assert_eq!(pauses_between_looks(63, 63), MAX_HANDED_ON_PAUSES);
+    }
+
+    #[test]
+    fn a_waiter_counts_the_looks_that_find_a_new_version_under_the_lock() {
+        let m = TwoPlBlocking::new_meta(7 | LOCK);
+        let mut wait = Wait::new();
+        let blocked = |_, _| true;
+        // The same holder keeps the lock: no hand-off, whatever the number of looks.
+        for _ in 0..4 {
+            wait.pause(&m, blocked).unwrap();
+        }
+        assert_eq!(wait.handed_on, 0);
+        // Each look now finds another committed version, locked again.
+        for v in 8..11 {
+            m.word.0.store(v | LOCK, Ordering::Relaxed);
+            wait.pause(&m, blocked).unwrap();
+        }
+        assert_eq!(wait.handed_on, 3);
+        // Taking and dropping the lock bit alone is not a hand-off.
+        m.word.0.store(10, Ordering::Relaxed);
+        wait.pause(&m, blocked).unwrap();
+        assert_eq!(wait.handed_on, 3);
     }
 }
