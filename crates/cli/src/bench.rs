@@ -58,7 +58,8 @@ pub struct Common {
     /// Run durably in DIR (SiloR: per-worker value logs, epoch group commit, checkpoints): a new
     /// directory gets the loaded tables as its first checkpoint, one holding a database of the
     /// same workload and settings is recovered and run on (ycsb, tpcc, bank). Every protocol whose
-    /// commits log (all but atomic and nocc; docs/durability.md).
+    /// commits log (all but atomic and nocc; docs/durability.md). If logging fails (a full
+    /// disk), the run stops at the first commit refused and exits with status 1.
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<std::path::PathBuf>,
     /// With --data-dir: fsync after every group commit (group, the default) or never (none:
@@ -798,7 +799,12 @@ fn report_result<W: Workload>(
             report::table(workload.name(), &result, &settings, opts, verified.as_ref())
         );
     }
-    if let Err(e) = &result.check {
+    if let Some(why) = &result.logging_failure {
+        // The transactions acknowledged before it are durable; the workload's check needs
+        // transactions, which logging refuses now, so it did not run.
+        eprintln!("error: the run stopped, logging failed and commits are refused: {why}");
+        code = 1;
+    } else if let Err(e) = &result.check {
         eprintln!("error: consistency check failed: {e}");
         code = 1;
     }

@@ -123,6 +123,7 @@ fn durability_json(d: &phasedb_txn::Durability, r: &BenchResult) -> Value {
         "data_dir": d.dir.display().to_string(),
         "fsync": format!("{:?}", d.fsync).to_lowercase(),
         "loggers": d.loggers,
+        "logging_failure": r.logging_failure,
     });
     if let Some(rec) = &r.recovery {
         out["recovery"] = json!({

@@ -227,3 +227,215 @@ fn bank_killed(extra: &[&str], rounds: usize) {
         .count();
     assert_eq!(complete, 2);
 }
+
+/// What one step of [`on_a_small_tmpfs`]'s script left: exit status, stdout, stderr.
+struct Step {
+    status: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Step {
+    fn read(dir: &std::path::Path, name: &str) -> Step {
+        let text = |ext: &str| std::fs::read_to_string(dir.join(format!("{name}.{ext}")));
+        Step {
+            status: text("status")
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or_else(|| panic!("step {name} did not run")),
+            stdout: text("out").unwrap_or_default(),
+            stderr: text("err").unwrap_or_default(),
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {} / {}", self.stdout, self.stderr))
+    }
+}
+
+/// Exit status of the script when the small filesystem cannot be mounted.
+const NO_MOUNT: i32 = 97;
+
+/// Runs `script` (a POSIX shell script) in a private mount namespace (`unshare -rm`: a user
+/// namespace in which the caller is root, so no privilege is needed where user namespaces are
+/// allowed) after mounting a tmpfs of `size` on `mount`; `$1` is `mount`, `$2` the phasedb
+/// binary and `$3` `out`, a directory of the host's for the steps' output. Nothing the script
+/// mounts is seen outside. `None` (after saying so on stderr) if the namespace or the tmpfs
+/// cannot be made here.
+fn on_a_small_tmpfs(
+    size: &str,
+    mount: &std::path::Path,
+    out: &std::path::Path,
+    script: &str,
+) -> Option<()> {
+    std::fs::create_dir_all(mount).unwrap();
+    std::fs::create_dir_all(out).unwrap();
+    let whole =
+        format!("mount -t tmpfs -o size={size} phasedb-test \"$1\" || exit {NO_MOUNT}\n{script}");
+    let mut child = match Command::new("unshare")
+        .args(["-rm", "sh", "-c", &whole, "sh"])
+        .arg(mount)
+        .arg(env!("CARGO_BIN_EXE_phasedb"))
+        .arg(out)
+        .stdin(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skipped: cannot run unshare to make a small filesystem: {e}");
+            return None;
+        }
+    };
+    // Every step of the script has its own `timeout`; this bounds the whole.
+    let until = std::time::Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() >= until {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("the full-disk script ran for more than 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    match status.code() {
+        Some(0) => Some(()),
+        // `unshare` itself fails with 1; no step ran, so `out` is empty.
+        Some(NO_MOUNT | 1) if std::fs::read_dir(out).unwrap().next().is_none() => {
+            eprintln!(
+                "skipped: cannot mount a {size} tmpfs in a private mount namespace \
+                 (unshare -rm: {status}); the full-disk behaviour was NOT checked"
+            );
+            None
+        }
+        _ => panic!("the full-disk script failed: {status}"),
+    }
+}
+
+/// The names in `dir` (listed by the script into `file`) of complete checkpoints and of
+/// unfinished ones.
+fn checkpoints_listed(file: &std::path::Path) -> (Vec<String>, Vec<String>) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let ckpts = text.lines().filter(|n| n.starts_with("ckpt-"));
+    let (tmp, done): (Vec<_>, Vec<_>) = ckpts.map(String::from).partition(|n| n.ends_with(".tmp"));
+    (done, tmp)
+}
+
+/// On a filesystem that really fills up (a small tmpfs), a durable TPC-C run stops with an error
+/// naming the full disk and a non-zero status, acknowledging nothing it could not log; a checkpoint
+/// that does not fit fails and leaves the previous one usable; a restart on the still full disk
+/// fails the same way, and once the filesystem grows, a restart recovers every transaction the
+/// first run reported durable, and TPC-C's consistency conditions hold.
+#[test]
+fn tpcc_on_a_disk_that_fills_stops_with_an_error_and_recovers_what_it_reported_durable() {
+    let root = TempDir::new("durability-full-disk");
+    let (mount, out) = (root.0.join("data"), root.0.join("out"));
+    // 1 warehouse: its first checkpoint is about 90 MB; 128 MB leaves the log some 35 MB, a
+    // second or two of TPC-C, and no room for a second checkpoint (one is due every 0.3 s).
+    let bench = "tpcc --warehouses 1 --threads 2 --loggers 2 --data-dir \"$1\" --warmup 0";
+    let step = |name: &str, flags: &str| {
+        format!(
+            "timeout 40 \"$2\" bench {bench} {flags} >\"$3/{name}.out\" 2>\"$3/{name}.err\"; \
+             echo $? >\"$3/{name}.status\"; ls \"$1\" >\"$3/{name}.ls\"\n"
+        )
+    };
+    let script = [
+        step(
+            "fill",
+            "--checkpoint-interval 0.3 --durable-results --durable-progress --duration 20 --json",
+        ),
+        step("full", "--duration 0.2 --json"),
+        "mount -o remount,size=512m \"$1\" || exit 98\n".to_string(),
+        step("grown", "--duration 0.2 --json"),
+    ]
+    .concat();
+    if on_a_small_tmpfs("128m", &mount, &out, &script).is_none() {
+        return;
+    }
+
+    // The run stopped at the full disk with an error and a non-zero status.
+    let fill = Step::read(&out, "fill");
+    assert_eq!(fill.status, 1, "{}", fill.stderr);
+    assert!(
+        fill.stderr.contains("logging failed") && fill.stderr.contains("No space left on device"),
+        "{}",
+        fill.stderr
+    );
+    let json = fill.json();
+    let failure = json["durability"]["logging_failure"].as_str().unwrap_or("");
+    assert!(failure.contains("No space left on device"), "{json}");
+    // It reported durable transactions before the disk filled (the size leaves room for some).
+    let mut recovered = None;
+    let mut durable = HashMap::new();
+    for line in fill.stderr.lines() {
+        if line.starts_with("recovered ") {
+            recovered = Some(counts(line, 3));
+        } else if line.starts_with("durable ") {
+            durable = counts(line, 2);
+        }
+    }
+    let loaded = recovered.expect("the run reported what it loaded");
+    assert!(
+        durable["payment"] > 0 && durable["new-order"] > 0,
+        "{durable:?}"
+    );
+    // Checkpoints were due during the run; none fitted on the full disk (one under way fails
+    // on it or is interrupted when the run stops), and an unfinished one is no complete
+    // checkpoint: the first stays the newest. A failed checkpoint removes its unfinished image
+    // (it would hold the space the log needs).
+    assert_eq!(json["durability"]["checkpoints"]["taken"], 0, "{json}");
+    let (done, unfinished) = checkpoints_listed(&out.join("fill.ls"));
+    assert_eq!(done, ["ckpt-00000001"], "{json}");
+    assert!(unfinished.is_empty(), "{unfinished:?}");
+
+    // A restart on the full disk recovers, cannot write the recovered state's checkpoint (its
+    // image fails half written) and says why; it leaves the checkpoints as they were.
+    let full = Step::read(&out, "full");
+    assert_ne!(full.status, 0, "{}", full.stderr);
+    assert!(
+        full.stderr.contains("did not start")
+            && full.stderr.contains("ckpt-00000002.tmp")
+            && full.stderr.contains("No space left on device"),
+        "{}",
+        full.stderr
+    );
+    let (done, unfinished) = checkpoints_listed(&out.join("full.ls"));
+    assert_eq!(done, ["ckpt-00000001"]);
+    assert!(unfinished.is_empty(), "{unfinished:?}");
+
+    // Grown, the filesystem takes the restart: recovery from the first checkpoint and the logs
+    // brings back every transaction reported durable, and the consistency check holds.
+    let grown = Step::read(&out, "grown");
+    assert_eq!(grown.status, 0, "{}", grown.stderr);
+    let json = grown.json();
+    assert_eq!(json["check"], "ok", "{json}");
+    let rec = &json["durability"]["recovery"];
+    assert_eq!(rec["fresh"], false, "{json}");
+    assert_eq!(rec["checkpoint"], 1, "{json}");
+    assert_eq!(rec["skipped_checkpoints"], serde_json::json!([]), "{json}");
+    let history = rec["table_records"]["history"].as_u64().unwrap();
+    let orders = rec["table_records"]["orders"].as_u64().unwrap();
+    assert!(
+        history >= loaded["history"] + durable["payment"],
+        "{history} history rows recovered, {} loaded and {} payments reported durable",
+        loaded["history"],
+        durable["payment"]
+    );
+    assert!(
+        orders >= loaded["orders"] + durable["new-order"],
+        "{orders} orders recovered, {} loaded and {} new orders reported durable",
+        loaded["orders"],
+        durable["new-order"]
+    );
+    eprintln!(
+        "full disk: {} payments and {} new orders reported durable; recovered {} log records, \
+         {} dropped past the durable epoch, {} torn bytes cut",
+        durable["payment"],
+        durable["new-order"],
+        rec["log_records"],
+        rec["dropped_records"],
+        rec["torn_bytes"]
+    );
+}

@@ -64,6 +64,10 @@ pub struct BenchResult {
     /// False when the run never started (durable operation refused, or the data directory holds
     /// another workload's database); `check` then says why.
     pub started: bool,
+    /// Why logging failed, if it did (a full disk, a failed fsync): the run stopped at the first
+    /// commit refused as not durable, and the workload's check was not run (it needs
+    /// transactions, which are refused too).
+    pub logging_failure: Option<String>,
 }
 
 impl BenchResult {
@@ -95,6 +99,7 @@ impl BenchResult {
             checkpoints: None,
             durable: None,
             started: false,
+            logging_failure: None,
         }
     }
 }
@@ -153,6 +158,8 @@ pub fn run_bench<P: Protocol, W: Workload>(
         .collect();
     let ready = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
+    // Set by the first worker whose commit is refused as not durable: the run stops.
+    let logging_failure = std::sync::OnceLock::new();
     let mut measured = Duration::ZERO;
     let mut log_bytes = None;
     let mut merged = Stats::default();
@@ -168,8 +175,8 @@ pub fn run_bench<P: Protocol, W: Workload>(
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..opts.threads)
             .map(|i| {
-                let (db, phase, counters, ready, failed) =
-                    (&db, &phase, &counters, &ready, &failed);
+                let (db, phase, counters, ready, failed, logging_failure) =
+                    (&db, &phase, &counters, &ready, &failed, &logging_failure);
                 let (acked, types) = (&acked[i], types.len());
                 s.spawn(move || {
                     let mut worker = db.worker();
@@ -201,6 +208,14 @@ pub fn run_bench<P: Protocol, W: Workload>(
                                 if let Some(a) = &mut acks {
                                     a.committed(db, &worker);
                                 }
+                            }
+                            Err(TxError::NotDurable(why)) => {
+                                // Logging stopped: every later commit is refused too, so this
+                                // worker stops, and the run with it.
+                                if logging_failure.set(why.clone()).is_ok() {
+                                    eprintln!("worker {i}: commit refused, not durable: {why}");
+                                }
+                                break;
                             }
                             Err(e) => {
                                 if !matches!(e, phasedb_txn::TxError::UserAbort)
@@ -261,7 +276,8 @@ pub fn run_bench<P: Protocol, W: Workload>(
                 counts.join(" ")
             );
         };
-        while start.elapsed() < opts.warmup {
+        let stopped = || logging_failure.get().is_some();
+        while start.elapsed() < opts.warmup && !stopped() {
             std::thread::sleep(tick.min(opts.warmup.saturating_sub(start.elapsed())));
             progress(start.elapsed(), sum());
             print_durable(false);
@@ -269,7 +285,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
         let measure_start = Instant::now();
         let bytes_start = db.log_bytes();
         phase.store(MEASURE, Ordering::Relaxed);
-        while measure_start.elapsed() < opts.duration {
+        while measure_start.elapsed() < opts.duration && !stopped() {
             std::thread::sleep(tick.min(opts.duration.saturating_sub(measure_start.elapsed())));
             progress(start.elapsed(), sum());
             print_durable(false);
@@ -290,7 +306,11 @@ pub fn run_bench<P: Protocol, W: Workload>(
     let checkpoints = db.checkpoint_stats();
     db.settle();
     let protocol_report = db.protocol_report();
-    let mut check = workload.check(&db);
+    let logging_failure = logging_failure.into_inner();
+    let mut check = match &logging_failure {
+        None => workload.check(&db),
+        Some(_) => Err("not run: logging failed, so transactions are refused".into()),
+    };
     if failed.load(Ordering::Relaxed) && check.is_ok() {
         check = Err("some transactions failed with an error (see above)".into());
     }
@@ -310,6 +330,7 @@ pub fn run_bench<P: Protocol, W: Workload>(
         checkpoints,
         durable,
         started: true,
+        logging_failure,
     }
 }
 

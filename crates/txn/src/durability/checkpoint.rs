@@ -57,10 +57,33 @@ pub(crate) fn dir_name(seq: u64) -> String {
 
 /// Writes an image of `tables` as checkpoint `seq` of `dir`, with `threads` writers sharing the
 /// tables' parts (each writer a file of its own), and marks it complete once `ready` (called
-/// after the image is written) says so. Returns the rows written. Gives up, leaving only a
-/// `.tmp` directory that later truncation removes, if `stop` turns true. Also returns the seconds
-/// spent writing the image (before `ready`).
+/// after the image is written) says so. Returns the rows written. Gives up if `stop` turns true.
+/// Also returns the seconds spent writing the image (before `ready`).
+///
+/// A checkpoint that fails (a full disk, `ready` or `stop`) removes its unfinished `.tmp`
+/// directory: on a full disk the half-written image would otherwise hold the space the logs need
+/// until the next complete checkpoint, which cannot be written either. The complete checkpoints
+/// are untouched, so the newest stays the one recovery starts from.
 pub(crate) fn write<M: TidMeta>(
+    dir: &Path,
+    seq: u64,
+    tables: &[Table<M>],
+    threads: usize,
+    start: Start,
+    stop: &AtomicBool,
+    ready: impl FnOnce() -> Result<(), DurabilityError>,
+) -> Result<(u64, f64), DurabilityError> {
+    let tmp = dir.join(format!("{}.tmp", dir_name(seq)));
+    let written = write_image(dir, seq, tables, threads, start, stop, ready);
+    if written.is_err() && tmp.exists() {
+        // Best effort: what is left is removed by the next start or checkpoint's truncation.
+        let _ = fs::remove_dir_all(&tmp);
+    }
+    written
+}
+
+/// [`write`] but for removing the unfinished directory of a failed checkpoint.
+fn write_image<M: TidMeta>(
     dir: &Path,
     seq: u64,
     tables: &[Table<M>],
@@ -447,4 +470,53 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), DurabilityError> {
     File::open(dir)
         .and_then(|f| f.sync_all())
         .map_err(|e| DurabilityError::io("fsync", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use phasedb_storage::{ColumnType, Schema, TableSpec};
+
+    /// The names in `dir`, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut n: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    }
+
+    #[test]
+    fn a_failed_checkpoint_removes_its_unfinished_image_and_leaves_the_previous_one_whole() {
+        let dir = std::env::temp_dir().join(format!("phasedb-ckpt-failed-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let schema = Schema::builder()
+            .column("v", ColumnType::U64, 0)
+            .build()
+            .unwrap();
+        let tables = [Table::<TidWord>::new(0, TableSpec::new("t", schema, 16))];
+        let start = Start {
+            generation: 1,
+            segment: 0,
+            epoch: 1,
+        };
+        let never = AtomicBool::new(false);
+        write(&dir, 1, &tables, 2, start, &never, || Ok(())).unwrap();
+        // The image of checkpoint 2 is written, then it fails (as a full disk fails `meta`).
+        let mut image_written = false;
+        let failed = write(&dir, 2, &tables, 2, start, &never, || {
+            image_written = dir.join("ckpt-00000002.tmp").join("p000.img").exists();
+            Err(DurabilityError::Checkpoint("no space left".into()))
+        });
+        assert!(image_written);
+        assert!(failed.is_err());
+        assert_eq!(names(&dir), ["ckpt-00000001"]);
+        let listed = list(&dir).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!((listed[0].seq, listed[0].start), (1, start));
+        assert!(verify(&listed[0], &tables).is_ok());
+        let _ = fs::remove_dir_all(&dir);
+    }
 }

@@ -174,3 +174,40 @@ fn occ_keeps_what_nocc_may_break() {
         "seed {seed}: occ committed no transfer"
     );
 }
+
+/// A durable run whose log fails as a full disk does (the log file's test-only byte budget)
+/// stops at the first commit refused as not durable and reports why, instead of failing every
+/// transaction until its duration ends; the check, which needs transactions, is not run.
+#[test]
+fn a_durable_run_whose_log_fails_stops_and_reports_why() {
+    let dir = std::env::temp_dir().join(format!("phasedb-suite-bank-full-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut durability = phasedb_txn::Durability::new(&dir);
+    durability.disk_limit_bytes = Some(64 << 10);
+    let mut bank = Bank::new(BankConfig::default());
+    let opts = BenchOptions {
+        threads: 2,
+        warmup: Duration::ZERO,
+        duration: Duration::from_secs(60),
+        seed: seed(),
+        durable_results: true,
+        durable_progress: false,
+        config: Config {
+            durability: Some(durability),
+            ..Config::default()
+        },
+    };
+    let r = run_bench::<Occ, _>(&mut bank, &opts, |_, _| {});
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(r.started);
+    let why = r.logging_failure.expect("the log filled its budget");
+    assert!(why.contains("No space left"), "{why}");
+    assert!(
+        r.measured < opts.duration,
+        "the run went on after the failure"
+    );
+    let check = r
+        .check
+        .expect_err("the check needs transactions, which are refused");
+    assert!(check.starts_with("not run"), "{check}");
+}
