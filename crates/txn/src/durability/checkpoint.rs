@@ -74,73 +74,61 @@ pub(crate) fn write<M: TidMeta>(
     ready: impl FnOnce() -> Result<(), DurabilityError>,
 ) -> Result<(u64, f64), DurabilityError> {
     let tmp = dir.join(format!("{}.tmp", dir_name(seq)));
-    let written = write_image(dir, seq, tables, threads, start, stop, ready);
+    let written = (|| {
+        let started = std::time::Instant::now();
+        // The caller keeps the layouts still (the layout gate) until the image is written.
+        let groups: Vec<Vec<usize>> = (tables.iter())
+            .map(|t| t.schema().group_of_columns())
+            .collect();
+        let io = |what: &str, e: std::io::Error| DurabilityError::io(what, &tmp, e);
+        if tmp.exists() {
+            fs::remove_dir_all(&tmp).map_err(|e| io("remove a stale checkpoint", e))?;
+        }
+        fs::create_dir_all(&tmp).map_err(|e| io("create the checkpoint directory", e))?;
+        let parts: Vec<(usize, usize)> = tables
+            .iter()
+            .enumerate()
+            .flat_map(|(t, table)| (0..table.parts()).map(move |p| (t, p)))
+            .collect();
+        let threads = threads.clamp(1, parts.len().max(1));
+        let next = AtomicUsize::new(0);
+        let rows = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|k| {
+                    let path = tmp.join(format!("p{k:03}.img"));
+                    let (parts, next) = (&parts, &next);
+                    s.spawn(move || write_parts(&path, tables, parts, next, stop))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("checkpoint writer panicked"))
+                .sum::<Result<u64, DurabilityError>>()
+        })?;
+        let image_seconds = started.elapsed().as_secs_f64();
+        ready()?;
+        let mut meta = Vec::new();
+        let mut payload = Vec::with_capacity(32);
+        for v in [start.generation, start.epoch, start.segment, threads as u64] {
+            payload.extend_from_slice(&v.to_le_bytes());
+        }
+        for g in &groups {
+            payload.push(g.len() as u8);
+            payload.extend(g.iter().map(|&g| g as u8));
+        }
+        block::push(&mut meta, Kind::Meta, &payload);
+        write_synced(&tmp.join("meta"), &meta)?;
+        sync_dir(&tmp)?;
+        let done = dir.join(dir_name(seq));
+        fs::rename(&tmp, &done).map_err(|e| io("rename the checkpoint into place", e))?;
+        sync_dir(dir)?;
+        Ok((rows, image_seconds))
+    })();
     if written.is_err() && tmp.exists() {
         // Best effort: what is left is removed by the next start or checkpoint's truncation.
         let _ = fs::remove_dir_all(&tmp);
     }
     written
-}
-
-/// [`write`] but for removing the unfinished directory of a failed checkpoint.
-fn write_image<M: TidMeta>(
-    dir: &Path,
-    seq: u64,
-    tables: &[Table<M>],
-    threads: usize,
-    start: Start,
-    stop: &AtomicBool,
-    ready: impl FnOnce() -> Result<(), DurabilityError>,
-) -> Result<(u64, f64), DurabilityError> {
-    let started = std::time::Instant::now();
-    // The caller keeps the layouts still (the layout gate) until the image is written.
-    let groups: Vec<Vec<usize>> = (tables.iter())
-        .map(|t| t.schema().group_of_columns())
-        .collect();
-    let tmp = dir.join(format!("{}.tmp", dir_name(seq)));
-    let io = |what: &str, e: std::io::Error| DurabilityError::io(what, &tmp, e);
-    if tmp.exists() {
-        fs::remove_dir_all(&tmp).map_err(|e| io("remove a stale checkpoint", e))?;
-    }
-    fs::create_dir_all(&tmp).map_err(|e| io("create the checkpoint directory", e))?;
-    let parts: Vec<(usize, usize)> = tables
-        .iter()
-        .enumerate()
-        .flat_map(|(t, table)| (0..table.parts()).map(move |p| (t, p)))
-        .collect();
-    let threads = threads.clamp(1, parts.len().max(1));
-    let next = AtomicUsize::new(0);
-    let rows = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|k| {
-                let path = tmp.join(format!("p{k:03}.img"));
-                let (parts, next) = (&parts, &next);
-                s.spawn(move || write_parts(&path, tables, parts, next, stop))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("checkpoint writer panicked"))
-            .sum::<Result<u64, DurabilityError>>()
-    })?;
-    let image_seconds = started.elapsed().as_secs_f64();
-    ready()?;
-    let mut meta = Vec::new();
-    let mut payload = Vec::with_capacity(32);
-    for v in [start.generation, start.epoch, start.segment, threads as u64] {
-        payload.extend_from_slice(&v.to_le_bytes());
-    }
-    for g in &groups {
-        payload.push(g.len() as u8);
-        payload.extend(g.iter().map(|&g| g as u8));
-    }
-    block::push(&mut meta, Kind::Meta, &payload);
-    write_synced(&tmp.join("meta"), &meta)?;
-    sync_dir(&tmp)?;
-    let done = dir.join(dir_name(seq));
-    fs::rename(&tmp, &done).map_err(|e| io("rename the checkpoint into place", e))?;
-    sync_dir(dir)?;
-    Ok((rows, image_seconds))
 }
 
 /// One writer: takes `(table, part)` items from `parts` until none is left, writing each part's
