@@ -206,8 +206,11 @@ impl Logging {
         self.moved_cv.notify_all();
     }
 
+    /// Stops logging for good with `why`; the first failure's reason is kept (a later one, such
+    /// as another logger's write to a filesystem the first failure made read-only, is its
+    /// consequence).
     fn fail(&self, why: String) {
-        *self.failure.lock() = Some(why);
+        self.failure.lock().get_or_insert(why);
         self.failed.store(true, Ordering::Release);
         let _guard = self.moved.lock();
         self.moved_cv.notify_all();
@@ -270,10 +273,16 @@ impl LogFile {
     fn append_parts(&mut self, mut parts: &mut [IoSlice<'_>], sync: bool) -> std::io::Result<u64> {
         let total: u64 = parts.iter().map(|p| p.len() as u64).sum();
         if self.limit.is_some_and(|l| self.written + total > l) {
-            return Err(std::io::Error::from_raw_os_error(libc_enospc()));
+            return Err(failed(
+                "write",
+                std::io::Error::from_raw_os_error(libc_enospc()),
+            ));
         }
         while !parts.is_empty() {
-            let n = self.file.write_vectored(parts)?;
+            let n = self
+                .file
+                .write_vectored(parts)
+                .map_err(|e| failed("write", e))?;
             if n == 0 {
                 return Err(std::io::ErrorKind::WriteZero.into());
             }
@@ -281,10 +290,16 @@ impl LogFile {
         }
         self.written += total;
         if sync {
-            self.sync()?;
+            self.sync().map_err(|e| failed("fsync", e))?;
         }
         Ok(total)
     }
+}
+
+/// `e` saying which system call failed: a full disk shows in a write, or only in the fsync that
+/// writes the pages back (a filesystem that accepted the data in its cache).
+fn failed(call: &str, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{call} failed: {e}"))
 }
 
 /// ENOSPC ("No space left on device") on Linux and the BSDs.
@@ -463,10 +478,7 @@ impl Logger {
             });
             match round {
                 Err(e) => {
-                    self.shared.fail(format!(
-                        "logger {} could not write or fsync its log: {e}",
-                        self.index
-                    ));
+                    self.shared.fail(format!("logger {}: {e}", self.index));
                     return;
                 }
                 Ok(_) if stopping => return,
