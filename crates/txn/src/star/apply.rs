@@ -59,6 +59,16 @@ impl<P: Protocol<Meta = TidWord>> Database<P> {
     /// transaction and records no history: the rows keep their writers' TIDs, so a transaction that
     /// later reads one records the original writer's version, as on the primary.
     pub fn apply_replication(&self, bytes: &[u8]) -> Result<Applied, ReplicationError> {
+        self.apply_replication_with(bytes, |_, _| {})
+    }
+
+    /// [`Database::apply_replication`] that calls `before(record, guard)` right before it applies
+    /// each record, once the whole batch was checked (never for a refused batch).
+    pub(crate) fn apply_replication_with(
+        &self,
+        bytes: &[u8],
+        mut before: impl FnMut(&Record<'_>, &Guard),
+    ) -> Result<Applied, ReplicationError> {
         let schema_of = |t: TableId| self.tables.get(t as usize).map(|t| t.schema());
         let mut out = Applied::default();
         for record in Decoder::new(bytes, schema_of) {
@@ -72,6 +82,7 @@ impl<P: Protocol<Meta = TidWord>> Database<P> {
         let mut row = vec![0u64; self.max_row_words()];
         let mut tombstones = VecDeque::new();
         for record in Decoder::new(bytes, schema_of).flatten() {
+            before(&record, &guard);
             apply_record(self, &record, &guard, &mut row, &mut out, &mut tombstones);
         }
         self.adopt_limbo(&mut tombstones);
