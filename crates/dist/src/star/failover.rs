@@ -12,7 +12,8 @@
 //!   failed node's messages.
 //! - **The interrupted phase.** Results are only released at a phase's end (§7.1), so nothing the
 //!   failed node ran in the phase was acknowledged. Each live node puts back the rows the failed
-//!   node's batches of that phase changed (their before-images, kept per batch by the inbox) and
+//!   node's batches of that phase changed (their before-images, kept by the inbox per sender and
+//!   phase, each group as it was before the sender's first write of it in the phase) and
 //!   drops its batches not applied yet: the records keep their version from before the phase. The
 //!   paper discards the whole phase; here only the failed node's share of it is discarded, since
 //!   what live nodes wrote in it reaches every live replica at its fence as usual (in a

@@ -19,7 +19,9 @@
 use std::collections::BTreeMap;
 
 use phasedb_net::{Addr, Transport};
-use phasedb_txn::{BeforeImages, Database, Procedures, ReplicationMode, Star, Worker};
+use phasedb_txn::{
+    Applied, BeforeImages, Database, Procedures, ReplicationError, ReplicationMode, Star, Worker,
+};
 
 use crate::star::layout::Layout;
 use crate::star::msg::{Phase, PhaseKind, StarMsg};
@@ -216,9 +218,56 @@ pub(crate) struct Inbox {
     applied: Vec<u64>,
     /// Batches that arrived ahead of one still missing, by sender and number, with their phase.
     early: BTreeMap<(Addr, u64), (Phase, Vec<u8>)>,
-    /// With fault tolerance on (STAR §7.2): the rows each applied batch changed, as they were
-    /// before it, in the order applied, with the batch's sender and phase.
-    undo: Option<Vec<(Addr, Phase, BeforeImages)>>,
+    /// With fault tolerance on (STAR §7.2): what the applied batches changed, as it was before
+    /// them, one [`BeforeImages`] per sender and phase, in the order their first batches arrived.
+    undo: Option<Undo>,
+}
+
+/// The before-images an [`Inbox`] keeps, and cleared ones to reuse (their buffers grown to a
+/// phase's size already), so steady replication captures without allocating.
+#[derive(Default)]
+struct Undo {
+    kept: Vec<(Addr, Phase, BeforeImages)>,
+    spare: Vec<BeforeImages>,
+}
+
+impl Undo {
+    /// Cleared images kept for reuse at most: one per sender and phase of a few phases is plenty.
+    const SPARE: usize = 8;
+
+    /// The images of `from`'s batches of `phase`, new if none are kept.
+    fn images(&mut self, from: Addr, phase: Phase) -> &mut BeforeImages {
+        let at = match self
+            .kept
+            .iter()
+            .rposition(|(sender, p, _)| *sender == from && *p == phase)
+        {
+            Some(at) => at,
+            None => {
+                let images = self.spare.pop().unwrap_or_default();
+                self.kept.push((from, phase, images));
+                self.kept.len() - 1
+            }
+        };
+        &mut self.kept[at].2
+    }
+
+    /// Drops the images `drop` selects, keeping their buffers for reuse.
+    fn drop_where(&mut self, mut drop: impl FnMut(Addr, Phase) -> bool) {
+        let mut i = 0;
+        while i < self.kept.len() {
+            let (sender, phase, _) = &self.kept[i];
+            if drop(*sender, *phase) {
+                let (_, _, mut images) = self.kept.remove(i);
+                if self.spare.len() < Self::SPARE {
+                    images.clear();
+                    self.spare.push(images);
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
 }
 
 impl Inbox {
@@ -234,13 +283,13 @@ impl Inbox {
     /// Keeps the rows each batch changes, as they were before it, so a failed sender's batches
     /// of an unfinished phase can be taken back ([`Inbox::take_back`]).
     pub(crate) fn keep_before_images(&mut self) {
-        self.undo.get_or_insert_with(Vec::new);
+        self.undo.get_or_insert_with(Undo::default);
     }
 
     /// Phase `phase` begins: earlier phases ended everywhere, so their batches stay for good.
     pub(crate) fn forget_before(&mut self, phase: Phase) {
         if let Some(undo) = &mut self.undo {
-            undo.retain(|(_, p, _)| *p >= phase);
+            undo.drop_where(|_, p| p < phase);
         }
     }
 
@@ -253,12 +302,12 @@ impl Inbox {
             return 0;
         };
         let mut restored = 0;
-        for (sender, p, images) in undo.iter().rev() {
+        for (sender, p, images) in undo.kept.iter().rev() {
             if *sender == from && *p >= phase {
                 restored += db.restore(images);
             }
         }
-        undo.retain(|(sender, p, _)| *sender != from || *p < phase);
+        undo.drop_where(|sender, p| sender == from && p >= phase);
         restored
     }
 
@@ -267,7 +316,7 @@ impl Inbox {
         self.applied[node as usize] = 0;
         self.early.retain(|&(sender, _), _| sender != node);
         if let Some(undo) = &mut self.undo {
-            undo.retain(|(sender, _, _)| *sender != node);
+            undo.drop_where(|sender, _| sender == node);
         }
     }
 
@@ -325,13 +374,11 @@ impl Inbox {
     fn drain(&mut self, db: &Database<Star>, from: Addr, counts: &mut ReplicationCounts) {
         let mut next = self.applied[from as usize];
         while let Some((phase, bytes)) = self.early.get(&(from, next + 1)) {
-            if let Some(undo) = &mut self.undo {
-                let mut images = BeforeImages::default();
-                if db.before_images(bytes, &mut images).is_ok() && !images.is_empty() {
-                    undo.push((from, *phase, images));
-                }
-            }
-            if !apply(db, bytes, counts) {
+            let applied = match &mut self.undo {
+                Some(undo) => db.apply_replication_keeping(bytes, undo.images(from, *phase)),
+                None => db.apply_replication(bytes),
+            };
+            if !counted(applied, counts) {
                 counts.blocked += 1;
                 break;
             }
@@ -376,9 +423,10 @@ impl Inbox {
     }
 }
 
-/// Applies one batch; false if a record of it met a held lock (nothing is counted then).
-fn apply(db: &Database<Star>, bytes: &[u8], counts: &mut ReplicationCounts) -> bool {
-    match db.apply_replication(bytes) {
+/// Counts what applying one batch did; false if a record of it met a held lock (nothing is
+/// counted then).
+fn counted(applied: Result<Applied, ReplicationError>, counts: &mut ReplicationCounts) -> bool {
+    match applied {
         Ok(applied) if applied.blocked > 0 => return false,
         Ok(applied) => counts.records_applied += applied.records as u64,
         Err(_) => counts.refused += 1,

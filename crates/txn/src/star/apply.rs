@@ -59,6 +59,16 @@ impl<P: Protocol<Meta = TidWord>> Database<P> {
     /// transaction and records no history: the rows keep their writers' TIDs, so a transaction that
     /// later reads one records the original writer's version, as on the primary.
     pub fn apply_replication(&self, bytes: &[u8]) -> Result<Applied, ReplicationError> {
+        self.apply_replication_with(bytes, |_, _| {})
+    }
+
+    /// [`Database::apply_replication`] that calls `before(record, guard)` right before it applies
+    /// each record, once the whole batch was checked (never for a refused batch).
+    pub(crate) fn apply_replication_with(
+        &self,
+        bytes: &[u8],
+        mut before: impl FnMut(&Record<'_>, &Guard),
+    ) -> Result<Applied, ReplicationError> {
         let schema_of = |t: TableId| self.tables.get(t as usize).map(|t| t.schema());
         let mut out = Applied::default();
         for record in Decoder::new(bytes, schema_of) {
@@ -71,13 +81,42 @@ impl<P: Protocol<Meta = TidWord>> Database<P> {
         let guard = phasedb_storage::pin();
         let mut row = vec![0u64; self.max_row_words()];
         let mut tombstones = VecDeque::new();
-        for record in Decoder::new(bytes, schema_of).flatten() {
+        // A record's index slot and row are mostly not in the cache (a secondary touches rows
+        // only when records arrive), so the records are decoded AHEAD ahead of the one applied:
+        // a record's slot is prefetched when it is decoded, its row half way (the slot is there
+        // by then), and both have arrived when it is applied.
+        let mut records = Decoder::new(bytes, schema_of).flatten();
+        let mut ring: [Option<Record<'_>>; AHEAD] = [None; AHEAD];
+        let (mut decoded, mut done) = (0, 0);
+        loop {
+            while decoded < done + AHEAD {
+                let Some(r) = records.next() else { break };
+                self.table(r.table).prefetch_slot(r.key, &guard);
+                ring[decoded % AHEAD] = Some(r);
+                decoded += 1;
+            }
+            if let Some(r) = ring[(done + AHEAD / 2) % AHEAD].filter(|_| done + AHEAD / 2 < decoded)
+            {
+                let table = self.table(r.table);
+                match r.kind {
+                    RecordKind::Upsert => table.prefetch_record_columns(r.key, &guard, r.columns),
+                    RecordKind::Delete => table.prefetch_record(r.key, &guard),
+                }
+            }
+            let Some(record) = ring[done % AHEAD].take() else {
+                break;
+            };
+            done += 1;
+            before(&record, &guard);
             apply_record(self, &record, &guard, &mut row, &mut out, &mut tombstones);
         }
         self.adopt_limbo(&mut tombstones);
         Ok(out)
     }
 }
+
+/// Records [`Database::apply_replication`] decodes ahead of the one it applies (a power of two).
+const AHEAD: usize = 8;
 
 /// Applies one checked record; `row` is scratch for its columns.
 pub(crate) fn apply_record<P: Protocol>(

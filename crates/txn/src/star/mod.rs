@@ -26,9 +26,9 @@
 //! partition mastered by the running thread, applies only other partitions' records meanwhile, and
 //! switches modes and epochs only at replication fences (so every record of a phase is applied
 //! before tombstones of that phase may be unlinked). What it does not do: the phase switching,
-//! routing and fences themselves, and durability. For recovery (§7.2) it keeps, on request, the
-//! rows a replication batch is about to change (`undo.rs`, [`BeforeImages`]), so the writes of a
-//! node that failed in the current phase can be taken back, and it copies partitions to a
+//! routing and fences themselves, and durability. For recovery (§7.2) it keeps, on request, what
+//! replication batches are about to change of their rows (`undo.rs`, [`BeforeImages`]), so the
+//! writes of a node that failed in the current phase can be taken back, and it copies partitions to a
 //! restarted node and installs them there with the Thomas write rule (`copy.rs`).
 
 pub(crate) mod apply;
