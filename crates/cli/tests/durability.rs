@@ -254,6 +254,15 @@ impl Step {
     }
 }
 
+/// A script line running `phasedb bench ARGS` (at most 40 s) as step `name`: its output, error
+/// and status go to `$3/name.{out,err,status}` (read back by [`Step::read`]); `then` runs after.
+fn bench_step(name: &str, args: &str, then: &str) -> String {
+    format!(
+        "timeout 40 \"$2\" bench {args} >\"$3/{name}.out\" 2>\"$3/{name}.err\"; \
+         echo $? >\"$3/{name}.status\"; {then}\n"
+    )
+}
+
 /// Exit status of the script when the small filesystem cannot be mounted.
 const NO_MOUNT: i32 = 97;
 
@@ -331,9 +340,26 @@ fn isolated(
     }
 }
 
-/// What a run that stopped on a failed log reported on stderr: the rows it loaded and the
-/// transactions it acknowledged durable, per table and per type.
-fn reported(fill: &Step) -> (HashMap<String, u64>, HashMap<String, u64>) {
+/// Asserts that run `fill` stopped with status 1 when logging failed, its error and JSON naming
+/// `reason`; returns its JSON and what it reported on stderr: the rows it loaded and the
+/// transactions it acknowledged durable (some), per table and per type.
+fn stopped_on(
+    fill: &Step,
+    reason: &str,
+) -> (
+    serde_json::Value,
+    HashMap<String, u64>,
+    HashMap<String, u64>,
+) {
+    assert_eq!(fill.status, 1, "{}", fill.stderr);
+    assert!(
+        fill.stderr.contains("logging failed") && fill.stderr.contains(reason),
+        "{}",
+        fill.stderr
+    );
+    let json = fill.json();
+    let failure = json["durability"]["logging_failure"].as_str().unwrap_or("");
+    assert!(failure.contains(reason), "{json}");
     let mut recovered = None;
     let mut durable = HashMap::new();
     for line in fill.stderr.lines() {
@@ -348,7 +374,7 @@ fn reported(fill: &Step) -> (HashMap<String, u64>, HashMap<String, u64>) {
         durable["payment"] > 0 && durable["new-order"] > 0,
         "{durable:?}"
     );
-    (loaded, durable)
+    (json, loaded, durable)
 }
 
 /// Asserts that the restart `grown` recovered from the first checkpoint and its logs every
@@ -405,9 +431,10 @@ fn tpcc_on_a_disk_that_fills_stops_with_an_error_and_recovers_what_it_reported_d
     // second or two of TPC-C, and no room for a second checkpoint (one is due every 0.3 s).
     let bench = "tpcc --warehouses 1 --threads 2 --loggers 2 --data-dir \"$1\" --warmup 0";
     let step = |name: &str, flags: &str| {
-        format!(
-            "timeout 40 \"$2\" bench {bench} {flags} >\"$3/{name}.out\" 2>\"$3/{name}.err\"; \
-             echo $? >\"$3/{name}.status\"; ls \"$1\" >\"$3/{name}.ls\"\n"
+        bench_step(
+            name,
+            &format!("{bench} {flags}"),
+            &format!("ls \"$1\" >\"$3/{name}.ls\""),
         )
     };
     let script = [
@@ -424,19 +451,9 @@ fn tpcc_on_a_disk_that_fills_stops_with_an_error_and_recovers_what_it_reported_d
         return;
     }
 
-    // The run stopped at the full disk with an error and a non-zero status.
-    let fill = Step::read(&out, "fill");
-    assert_eq!(fill.status, 1, "{}", fill.stderr);
-    assert!(
-        fill.stderr.contains("logging failed") && fill.stderr.contains("No space left on device"),
-        "{}",
-        fill.stderr
-    );
-    let json = fill.json();
-    let failure = json["durability"]["logging_failure"].as_str().unwrap_or("");
-    assert!(failure.contains("No space left on device"), "{json}");
-    // It reported durable transactions before the disk filled (the size leaves room for some).
-    let (loaded, durable) = reported(&fill);
+    // The run stopped at the full disk with an error and a non-zero status, having reported
+    // durable transactions before the disk filled (the size leaves room for some).
+    let (json, loaded, durable) = stopped_on(&Step::read(&out, "fill"), "No space left on device");
     // Checkpoints were due during the run; none fitted on the full disk (one under way fails
     // on it or is interrupted when the run stops), and an unfinished one is no complete
     // checkpoint: the first stays the newest. A failed checkpoint removes its unfinished image
@@ -500,12 +517,7 @@ fn tpcc_whose_log_fsync_fails_stops_with_an_error_and_recovers_what_it_reported_
     // One logger: the first failure is the fsync's (a second logger could meet the read-only
     // filesystem the aborted journal leaves in a write first).
     let bench = "tpcc --warehouses 1 --threads 2 --loggers 1 --data-dir \"$1/data/db\" --warmup 0";
-    let step = |name: &str, flags: &str| {
-        format!(
-            "timeout 40 \"$2\" bench {bench} {flags} >\"$3/{name}.out\" 2>\"$3/{name}.err\"; \
-             echo $? >\"$3/{name}.status\"\n"
-        )
-    };
+    let step = |name: &str, flags: &str| bench_step(name, &format!("{bench} {flags}"), "true");
     let script = [
         step(
             "fill",
@@ -525,17 +537,8 @@ fn tpcc_whose_log_fsync_fails_stops_with_an_error_and_recovers_what_it_reported_
         return;
     }
 
-    let fill = Step::read(&out, "fill");
-    assert_eq!(fill.status, 1, "{}", fill.stderr);
-    assert!(
-        fill.stderr.contains("logging failed") && fill.stderr.contains("fsync failed"),
-        "{}",
-        fill.stderr
-    );
-    let json = fill.json();
+    let (json, loaded, durable) = stopped_on(&Step::read(&out, "fill"), "fsync failed");
     let failure = json["durability"]["logging_failure"].as_str().unwrap_or("");
-    assert!(failure.contains("fsync failed"), "{json}");
-    let (loaded, durable) = reported(&fill);
     let rec = assert_recovered(&Step::read(&out, "grown"), &loaded, &durable);
     eprintln!(
         "failed fsync ({failure}): {} payments and {} new orders reported durable; recovered {} \
