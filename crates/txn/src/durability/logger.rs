@@ -284,7 +284,7 @@ impl LogFile {
                 .write_vectored(parts)
                 .map_err(|e| failed("write", e))?;
             if n == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
+                return Err(failed("write", std::io::ErrorKind::WriteZero.into()));
             }
             IoSlice::advance_slices(&mut parts, n);
         }
