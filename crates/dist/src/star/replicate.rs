@@ -254,17 +254,10 @@ impl Undo {
 
     /// Drops the images `drop` selects, keeping their buffers for reuse.
     fn drop_where(&mut self, mut drop: impl FnMut(Addr, Phase) -> bool) {
-        let mut i = 0;
-        while i < self.kept.len() {
-            let (sender, phase, _) = &self.kept[i];
-            if drop(*sender, *phase) {
-                let (_, _, mut images) = self.kept.remove(i);
-                if self.spare.len() < Self::SPARE {
-                    images.clear();
-                    self.spare.push(images);
-                }
-            } else {
-                i += 1;
+        for (_, _, mut images) in self.kept.extract_if(.., |(s, p, _)| drop(*s, *p)) {
+            if self.spare.len() < Self::SPARE {
+                images.clear();
+                self.spare.push(images);
             }
         }
     }

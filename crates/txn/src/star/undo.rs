@@ -108,13 +108,26 @@ impl BeforeImages {
         let changed = match r.kind {
             RecordKind::Delete => all,
             RecordKind::Upsert => {
-                let mut absent = 0;
-                for g in 0..schema.groups().len() {
-                    if rec.meta(layout, g).load() & ABSENT != 0 {
-                        absent |= 1 << g;
+                let absent = |groups: u32| {
+                    let mut found = 0;
+                    let mut m = groups;
+                    while m != 0 {
+                        let g = m.trailing_zeros() as usize;
+                        m &= m - 1;
+                        if rec.meta(layout, g).load() & ABSENT != 0 {
+                            found |= 1 << g;
+                        }
                     }
+                    found
+                };
+                // An upsert changes groups it does not carry only when it finds one it carries
+                // absent and revives the row (`apply::revive`): only then are the others read.
+                let carried = schema.groups_of(r.columns);
+                if absent(carried) != 0 {
+                    carried | absent(all & !carried)
+                } else {
+                    carried
                 }
-                schema.groups_of(r.columns) | absent
             }
         };
         let groups = changed & !*captured;
