@@ -22,6 +22,17 @@ impl<'db, P: Protocol<Meta = TidWord>> Worker<'db, P> {
         self.release_prepared = Some(commit::release::<P>);
     }
 
+    /// Makes [`Worker::execute`] run procedures without committing them (a *dry run*): a
+    /// procedure that ends well returns its value, but nothing is locked, validated, inserted or
+    /// installed, and it counts in no statistics or history. An insert does not check whether its
+    /// key is taken, since a dry run may read stale rows that name a key an earlier run used. Its attempt's sets stay readable
+    /// ([`Worker::prepared_reads`], [`Worker::last_misses`], [`Worker::last_scans`]), which is
+    /// what a dry run is for: a Calvin participant learns from one which of its rows a
+    /// transaction reads, to send their values to the other participants before it runs.
+    pub fn set_dry_run(&mut self, on: bool) {
+        self.state.dry_run = on;
+    }
+
     /// Whether the last transaction is prepared, waiting for its decision.
     pub fn is_prepared(&self) -> bool {
         self.prepared

@@ -162,6 +162,9 @@ pub struct TxState<M> {
     pub slot: usize,
     /// Set by a protocol's `read_group` for the read being registered (TicToc: the read timestamp).
     pub last_extra: u64,
+    /// The attempt is a dry run ([`crate::Worker::set_dry_run`]): it will not commit, and its
+    /// inserts do not check whether their keys are taken.
+    pub dry_run: bool,
     /// The row last read by a point read, as (table, key, record, whether the read registered group
     /// 0 and so the row's existence): an update of that row right after, if it did, needs no second
     /// lookup. Set after every point read, whichever groups it read, so that which group a read hit
@@ -241,6 +244,7 @@ impl<M> TxState<M> {
             ts: 0,
             slot: 0,
             last_extra: 0,
+            dry_run: false,
             last_read: None,
             worker: 0,
             scratch: Vec::with_capacity(64),

@@ -699,7 +699,7 @@ impl<'w, 'db, P: Protocol> Tx<'w, 'db, P> {
                     let layout = self.table(t).layout();
                     let observed = P::read_group(self.st, self.db, t, rec, layout, 0, 0, 0)?;
                     self.record_read(t, 0, key, rec, observed, 0);
-                    if observed & ABSENT == 0 {
+                    if observed & ABSENT == 0 && !self.st.dry_run {
                         return Err(TxError::DuplicateKey { table: t, key });
                     }
                 }

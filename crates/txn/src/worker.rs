@@ -214,6 +214,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     })
                 }));
                 match run {
+                    Ok(Ok(value)) if self.state.dry_run => Ok((value, 0, 0)),
                     Ok(Ok(value)) => {
                         let mut ctx = CommitCtx {
                             db,
@@ -242,7 +243,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     _ => e,
                 })
             };
-            if outcome.is_err() {
+            if outcome.is_err() || self.state.dry_run {
                 if P::PHASED && matches!(outcome, Err(TxError::Stashed)) {
                     self.stashed = self.state.stashed_footprint();
                 }
@@ -254,10 +255,12 @@ impl<'db, P: Protocol> Worker<'db, P> {
                     }
                 }
             }
-            if let (Ok((_, tid, _)), Some(h), false) = (&outcome, &mut self.history, self.prepare) {
+            let record = !self.prepare && !self.state.dry_run;
+            if let (Ok((_, tid, _)), Some(h), true) = (&outcome, &mut self.history, record) {
                 crate::record::record_commit(db, &self.state, *tid, self.id, h);
             }
             if outcome.is_ok()
+                && !self.state.dry_run
                 && db.granularity.active()
                 && let Some(weight) = db.granularity.commit_weight(self.sample)
             {
@@ -267,6 +270,7 @@ impl<'db, P: Protocol> Worker<'db, P> {
             self.db.activity.leave(self.slot);
             P::reclaim(&mut self.state, db);
             match outcome {
+                Ok((value, _, _)) if self.state.dry_run => return Ok(value),
                 Ok((value, tid, epoch)) => {
                     self.committed = tid;
                     self.committed_epoch = epoch;

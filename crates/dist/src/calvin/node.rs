@@ -10,20 +10,28 @@
 //! - **Scheduler** (every node): takes batches strictly in order and, for each transaction it
 //!   takes part in, requests the transaction's whole lock set on its own partitions from the
 //!   [`LockManager`] in the global order.
-//! - **Remote reads**: once a transaction holds its locks here, this node has done its local reads
-//!   and sends [`StarMsg::CalvinReads`] to the transaction's other participants in its group; a
+//! - **Remote reads** (Calvin §4.2's local-read and remote-read phases): once a multi-node
+//!   transaction holds its locks here, this node reads the rows of its own partitions the
+//!   transaction reads and sends their current values ([`StarMsg::CalvinReads`], replication
+//!   records from [`Database::read_rows`]) to the transaction's other participants in its group; a
 //!   participant runs the transaction once it holds its locks and has heard from all the others.
-//! - **Execution**: every participant runs the whole stored procedure on its own engine and its
-//!   writes to the partitions it owns are the group's; then it releases its locks.
+//! - **Execution**: every participant installs the values it was sent over its copy of the other
+//!   partitions ([`Database::install_rows`]), runs the whole stored procedure on its own engine,
+//!   and its writes to the partitions it owns are the group's; then it releases its locks.
 //!
-//! What it assumes and does not do: every node loads every partition, and a participant reads the
-//! other participants' rows from its own copy, so the `CalvinReads` message carries no values. That
-//! is exact for workloads whose writes to a partition depend only on that partition's rows and on
-//! columns no transaction changes — TPC-C's NewOrder and Payment (item prices, stock district
-//! texts, customer names) — and wrong for others, which would need the values shipped. Transactions
-//! run inline on the node's event-loop thread, one at a time, between messages (one lock-manager
-//! and worker thread per node); clients' requests are refused (nodes generate their own load); no
-//! node may fail.
+//! Which rows a participant sends: the read set is known before a transaction runs (Calvin's
+//! premise), but as lock units ([`LockSet`]), not rows, so a participant learns its rows from a
+//! dry run — the procedure run once without its commit ([`phasedb_txn::Worker::set_dry_run`]:
+//! nothing locked, inserted or installed) — whose reads of its own partitions are
+//! exact: it holds their locks, and under the premise which rows a transaction touches does not
+//! depend on the values it reads elsewhere. Every node loads every partition, so that each row a
+//! dry run looks up exists (the values of other partitions there are stale until installed); a
+//! node's copy of a partition it does not own is only a cache, written by its own runs and
+//! replaced by the owner's values before each run that reads them. A row absent on its owner is
+//! not sent, so a participant whose copy still holds it would read that copy: no workload here
+//! deletes rows that multi-node transactions read. Transactions run inline on the node's
+//! event-loop thread, one at a time, between messages (one lock-manager and worker thread per
+//! node); clients' requests are refused (nodes generate their own load); no node may fail.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -116,7 +124,8 @@ struct Txn<R> {
     keys: SmallVec<[u64; 24]>,
     granted: bool,
     reads_needed: u32,
-    reads_got: u32,
+    /// The values the other participants sent (replication records), installed before the run.
+    reads: Vec<Vec<u8>>,
     /// Other participants in this group, told once the locks are held.
     others: SmallVec<[Addr; 4]>,
     home: bool,
@@ -159,12 +168,13 @@ pub struct CalvinNode<'db, W: Procedures> {
     /// Per scheduled batch, its transactions here not yet run.
     left: BTreeMap<u64, u32>,
     txns: FxHashMap<TxnId, Txn<W::Request>>,
-    early_reads: FxHashMap<TxnId, u32>,
+    early_reads: FxHashMap<TxnId, Vec<Vec<u8>>>,
     locks: LockManager,
     ready: VecDeque<TxnId>,
     lock_buf: Vec<Lock>,
     key_buf: Vec<(u64, bool)>,
     granted_buf: Vec<TxnId>,
+    rows_buf: Vec<(u32, u64)>,
     types: Vec<TypeCounts>,
     latency: Histogram<u64>,
     requests: RequestCounts,
@@ -240,6 +250,7 @@ where
             lock_buf: Vec::new(),
             key_buf: Vec::new(),
             granted_buf: Vec::new(),
+            rows_buf: Vec::new(),
             types: workload
                 .txn_types()
                 .into_iter()
@@ -321,12 +332,24 @@ where
             .collect()
     }
 
-    /// The committed transactions recorded since the last call (when the database records).
+    /// The committed transactions recorded since the last call (when the database records), each
+    /// cut to the rows of the partitions this node owns and of shared tables: its copy of other
+    /// partitions is a cache, whose installed rows carry versions their owner wrote.
     pub fn take_history(&mut self) -> History {
         let mut h = History::merge(vec![self.worker.take_history(), self.db.take_history()]);
+        let (workload, owned) = (self.workload, &self.owned);
+        let mine = |table: u32, key: u64| {
+            workload
+                .partition_of(table, key)
+                .is_none_or(|p| owned.get(p as usize) == Some(&true))
+        };
         for t in &mut h.txns {
             t.id = ((self.me as u64 + 1) << 52) | (t.id & ((1 << 52) - 1));
+            t.reads.retain(|r| mine(r.item.table, r.item.key));
+            t.writes.retain(|w| mine(w.item.table, w.item.key));
         }
+        h.txns
+            .retain(|t| !(t.reads.is_empty() && t.writes.is_empty()));
         h
     }
 
@@ -473,7 +496,7 @@ where
             keys: self.key_buf.iter().map(|k| k.0).collect(),
             granted: false,
             reads_needed: others.len() as u32,
-            reads_got: self.early_reads.remove(&id).unwrap_or(0),
+            reads: self.early_reads.remove(&id).unwrap_or_default(),
             others,
             req,
             since: now,
@@ -485,38 +508,78 @@ where
         }
     }
 
-    /// `id` holds its locks here: its local reads are done, so the other participants hear of
-    /// them; it runs once it heard from them all.
+    /// `id` holds its locks here: the other participants get the values of the rows of this
+    /// node's partitions it reads; it runs once it heard from them all.
     fn on_granted<T: Transport<StarMsg>>(&mut self, net: &mut T, id: TxnId) {
         let txn = self
             .txns
             .get_mut(&id)
             .expect("granted transactions are known");
         txn.granted = true;
-        for &n in &txn.others {
-            net.send(
-                n,
-                StarMsg::CalvinReads {
-                    batch: batch_of(id),
-                    index: id as u32,
-                },
-            );
+        if !txn.others.is_empty() {
+            let rows = self.local_reads(id);
+            let txn = &self.txns[&id];
+            for &n in &txn.others {
+                net.send(
+                    n,
+                    StarMsg::CalvinReads {
+                        batch: batch_of(id),
+                        index: id as u32,
+                        rows: rows.clone(),
+                    },
+                );
+            }
         }
-        if txn.reads_got >= txn.reads_needed {
+        let txn = &self.txns[&id];
+        if txn.reads.len() as u32 >= txn.reads_needed {
             self.ready.push_back(id);
         }
     }
 
-    fn on_reads(&mut self, batch: u64, index: u32) {
+    /// The current values of the rows of this node's partitions that transaction `id` reads, as
+    /// replication records: what a dry run of it read here (see the module doc).
+    fn local_reads(&mut self, id: TxnId) -> Vec<u8> {
+        let req = &self.txns[&id].req;
+        // No wait: a conflict (none can arise with one thread) ends the dry run, not retries it.
+        self.worker.set_dry_run(true);
+        self.worker.set_no_wait(true);
+        let _ = self.workload.run(req, &mut self.worker);
+        self.worker.set_dry_run(false);
+        self.worker.set_no_wait(false);
+        self.rows_buf.clear();
+        for (t, key, _, _) in self.worker.prepared_reads() {
+            let mine = self
+                .workload
+                .partition_of(t, key)
+                .is_some_and(|p| self.owned.get(p as usize) == Some(&true));
+            if mine {
+                self.rows_buf.push((t, key));
+            }
+        }
+        self.rows_buf.sort_unstable();
+        self.rows_buf.dedup();
+        let mut rows = Vec::new();
+        if self
+            .db
+            .read_rows(self.rows_buf.iter().copied(), None, &mut rows)
+            .is_err()
+        {
+            // Nothing runs here while a transaction waits for values, so no group is locked.
+            self.requests.errors += 1;
+        }
+        rows
+    }
+
+    fn on_reads(&mut self, batch: u64, index: u32, rows: Vec<u8>) {
         let id = txn_id(batch, index);
         match self.txns.get_mut(&id) {
             Some(txn) => {
-                txn.reads_got += 1;
-                if txn.granted && txn.reads_got == txn.reads_needed {
+                txn.reads.push(rows);
+                if txn.granted && txn.reads.len() as u32 == txn.reads_needed {
                     self.ready.push_back(id);
                 }
             }
-            None if batch > self.scheduled => *self.early_reads.entry(id).or_default() += 1,
+            None if batch > self.scheduled => self.early_reads.entry(id).or_default().push(rows),
             None => {}
         }
     }
@@ -528,6 +591,11 @@ where
                 break;
             };
             let txn = self.txns.remove(&id).expect("ready transactions are known");
+            for rows in &txn.reads {
+                if self.db.install_rows(rows).is_err() {
+                    self.requests.errors += 1;
+                }
+            }
             let ty = self.workload.txn_type(&txn.req);
             let result = self.workload.run(&txn.req, &mut self.worker);
             if txn.home
@@ -611,7 +679,9 @@ where
             StarMsg::CalvinBatch { batch, bytes } if from == self.groups.sequencer() => {
                 self.on_batch(net, batch, bytes)
             }
-            StarMsg::CalvinReads { batch, index } if from_node => self.on_reads(batch, index),
+            StarMsg::CalvinReads { batch, index, rows } if from_node => {
+                self.on_reads(batch, index, rows)
+            }
             StarMsg::CalvinDone { batch } if from_node => self.on_done(from, batch),
             StarMsg::Request { rid, .. } | StarMsg::ReadCommitted { rid, .. } => {
                 self.requests.received += 1;

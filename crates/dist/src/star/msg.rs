@@ -351,13 +351,17 @@ pub enum StarMsg {
         #[serde(with = "serde_bytes")]
         bytes: Vec<u8>,
     },
-    /// Calvin: a participant of transaction `index` of `batch` holds its locks and has done its
-    /// local reads (the remote-read round of a multi-node transaction).
+    /// Calvin: a participant of transaction `index` of `batch` holds its locks and sends the
+    /// values of the rows of its partitions the transaction reads (the remote-read round of a
+    /// multi-node transaction).
     CalvinReads {
         /// The batch.
         batch: u64,
         /// The transaction's place in it.
         index: u32,
+        /// The rows, as replication records with their TIDs (`Database::read_rows`).
+        #[serde(with = "serde_bytes")]
+        rows: Vec<u8>,
     },
     /// Calvin: node to sequencer, every transaction of `batch` it takes part in has run.
     CalvinDone {

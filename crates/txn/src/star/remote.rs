@@ -12,6 +12,8 @@
 //!   database, in partitions it does not hold, so the stored procedure reruns over them through
 //!   the ordinary `Tx` API; their TID words are the primary's, so the versions it reads are the
 //!   ones the participants validate.
+//! - [`Database::install_rows`]: the same for Calvin's remote reads (Thomson et al., SIGMOD 2012,
+//!   §4.2), where the rows sent are the owner's current values and always replace the copy here.
 
 use std::sync::atomic::{Ordering, fence};
 
@@ -19,6 +21,7 @@ use phasedb_storage::{RecordPtr, TableId};
 
 use crate::database::Database;
 use crate::error::Conflict;
+use crate::protocol::Protocol;
 use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED, tid};
 
 use super::Star;
@@ -179,7 +182,7 @@ impl RowLocks {
     }
 }
 
-impl Database<Star> {
+impl<P: Protocol<Meta = TidWord>> Database<P> {
     /// Appends rows `keys` (table, key) to `buf` as replication records, one upsert per column
     /// group with the group's TID (a remote read). Rows absent here are left out. A group locked by
     /// a transaction other than the one holding `locks` is a conflict (NO_WAIT).
@@ -225,5 +228,14 @@ impl Database<Star> {
     /// For rows of partitions this node does not hold: it never replicates or digests them.
     pub fn cache_rows(&self, bytes: &[u8]) -> Result<usize, ReplicationError> {
         Ok(self.upsert_rows(bytes, AbsentGroups::Fill)?.rows)
+    }
+
+    /// Installs the rows of `bytes` (from [`Database::read_rows`] on the node owning them) over
+    /// this node's copy, whatever TIDs the copy holds, as the values a transaction about to run
+    /// here must read: Calvin's remote reads, where every participant runs the whole procedure
+    /// and a participant's copy of others' partitions is written by its own runs, with TIDs not
+    /// comparable with the owner's. Groups locked here are left alone. Returns the rows read.
+    pub fn install_rows(&self, bytes: &[u8]) -> Result<usize, ReplicationError> {
+        Ok(self.upsert_rows(bytes, AbsentGroups::Overwrite)?.rows)
     }
 }

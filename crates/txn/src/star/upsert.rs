@@ -1,25 +1,32 @@
-//! Installing rows that carry their column groups' TIDs (a partition copy, `copy.rs`, and the rows
-//! a Dist-* home fetched, `remote.rs`): each carried group is written only if the record's group
-//! does not hold a later version (the Thomas write rule), and is locked while it is written.
+//! Installing rows that carry their column groups' TIDs (a partition copy, `copy.rs`, the rows a
+//! Dist-* home fetched and the values a Calvin participant was sent, `remote.rs`): each carried
+//! group is written only if the record's group does not hold a later version (the Thomas write
+//! rule) unless the rows are known to be their owner's current values, and is locked while it is
+//! written.
 
 use std::sync::atomic::{Ordering, fence};
 
 use phasedb_storage::{InsertOutcome, TableId};
 
 use crate::database::Database;
+use crate::protocol::Protocol;
 use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED, tid};
 
-use super::Star;
 use super::apply::unpack;
 use super::format::{Decoder, RecordKind, ReplicationError};
 
-/// How a group marked absent (deleted, or not yet filled) meets an incoming version.
+/// Which incoming versions a record's groups take.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum AbsentGroups {
-    /// By TID like any other: a later delete wins over an earlier copy.
+    /// By TID, a group marked absent (deleted) like any other: a later delete wins over an earlier
+    /// copy.
     ByTid,
-    /// Always filled: the rows are a cache of another node's partition, never deleted here.
+    /// By TID, but a group marked absent is always filled: the rows are a cache of another node's
+    /// partition, never deleted here.
     Fill,
+    /// Every carried group, whatever its TID: the rows are their owner's current values, and this
+    /// node's copy carries TIDs of its own writes to it, not comparable with the owner's.
+    Overwrite,
 }
 
 /// What [`Database::upsert_rows`] did.
@@ -30,9 +37,9 @@ pub(super) struct Upserted {
     pub groups: usize,
 }
 
-impl Database<Star> {
-    /// Installs the upserts of `bytes` (replication format, TID 0 allowed) with the Thomas write
-    /// rule per column group; the whole batch is decoded first, so a malformed one changes nothing.
+impl<P: Protocol<Meta = TidWord>> Database<P> {
+    /// Installs the upserts of `bytes` (replication format, TID 0 allowed) per column group as
+    /// `absent` says; the whole batch is decoded first, so a malformed one changes nothing.
     pub(super) fn upsert_rows(
         &self,
         bytes: &[u8],
@@ -81,8 +88,11 @@ impl Database<Star> {
                 // An equal TID is the same write (or a group revived at TID 0 with zero columns
                 // by a replication record that created the row): installing it again is harmless.
                 let word = meta.load();
-                let later =
-                    tid(word) > r.tid && (absent == AbsentGroups::ByTid || word & ABSENT == 0);
+                let later = match absent {
+                    AbsentGroups::ByTid => tid(word) > r.tid,
+                    AbsentGroups::Fill => tid(word) > r.tid && word & ABSENT == 0,
+                    AbsentGroups::Overwrite => false,
+                };
                 if word & (LOCK | UNLINKED) != 0 || later {
                     continue;
                 }

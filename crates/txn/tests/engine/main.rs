@@ -2,6 +2,7 @@
 //! compiled once for all of them rather than once per test file.
 
 mod api;
+mod calvin;
 mod common;
 mod commute;
 mod doppel;
