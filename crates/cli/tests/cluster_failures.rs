@@ -1,7 +1,8 @@
 //! Failures in the cluster benchmark, on real `phasedb node` processes over loopback: a node the
 //! benchmark kills as asked (`--kill-node I --at SECS`, SIGKILL) and one that dies unasked. The
 //! benchmark reports which node stopped and when, the requests resent, and throughput per 100 ms
-//! so a stall shows; it fails a run in which a node died unasked.
+//! so a stall shows; it fails a run in which a node died unasked. P-DUR's benchmark too: a replica
+//! killed (and restarted to rejoin) as asked, and one killed from outside.
 
 mod common;
 
@@ -201,4 +202,152 @@ fn fault_flags_that_cannot_run_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+/// A short P-DUR micro-benchmark on three replicas, over few items, with `extra` flags.
+fn pdur_bench(extra: &[&str]) -> Command {
+    let mut cmd = phasedb();
+    cmd.args([
+        "bench",
+        "pdur-micro",
+        "--cluster",
+        "3",
+        "--algorithm",
+        "pdur",
+    ])
+    .args(["--items", "2000", "--clients-per-partition", "4", "--json"])
+    .args(["--warmup", "0.2", "--duration", "2.5"])
+    .args(extra);
+    cmd
+}
+
+/// The run's retry counter `name`.
+fn retry(v: &serde_json::Value, name: &str) -> u64 {
+    v["failures"]["retries"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {name}: {}", v["failures"]))
+}
+
+#[test]
+fn a_pdur_replica_killed_and_restarted_as_asked_rejoins_and_the_replicas_agree() {
+    let out = pdur_bench(&["--kill-node", "2", "--at", "1.0", "--restart-after", "0.5"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    let v = json_of(&out);
+    let f = &v["failures"];
+    assert_eq!(f["injected"]["node"], 2, "{f}");
+    assert_eq!(f["unasked"], 0, "{f}");
+    let kinds: Vec<(&str, u64)> = events(&v)
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap(), e["node"].as_u64().unwrap()))
+        .collect();
+    let killed = kinds.iter().position(|k| *k == ("killed", 2));
+    let restarted = kinds.iter().position(|k| *k == ("restarted", 2));
+    assert!(
+        killed.is_some() && restarted > killed,
+        "killed, then restarted: {f}"
+    );
+    assert!(
+        kinds.iter().all(|(_, node)| *node == 2),
+        "only node 2 failed: {f}"
+    );
+    // Its clients saw their connections fail with transactions in flight.
+    assert!(retry(&v, "client_connections_lost") > 0, "{f}");
+    assert!(retry(&v, "txns_unanswered") > 0, "{f}");
+    let rates = f["timeline"]["txn_per_s"].as_array().unwrap();
+    assert!(rates.len() >= 10, "a point per 100 ms of load: {f}");
+    // The rejoined replica caught up: every replica's digests, its own among them, agree.
+    assert_eq!(v["digests_equal"], true, "{v}");
+    assert_eq!(
+        v["copies_compared"], 6,
+        "three replicas x two partitions: {v}"
+    );
+}
+
+#[test]
+fn a_pdur_replica_killed_as_asked_leaves_the_others_committing_and_equal() {
+    let out = pdur_bench(&["--kill-node", "2", "--at", "1.0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    let v = json_of(&out);
+    let f = &v["failures"];
+    assert_eq!(f["unasked"], 0, "{f}");
+    assert_eq!(events(&v)[0]["kind"], "killed", "{f}");
+    assert_eq!(events(&v)[0]["node"], 2, "{f}");
+    assert!(retry(&v, "client_connections_lost") > 0, "{f}");
+    // The two live replicas (a majority of every group) go on and end equal.
+    assert_eq!(v["digests_equal"], true, "{v}");
+    assert_eq!(
+        v["copies_compared"], 4,
+        "two live replicas x two partitions: {v}"
+    );
+    assert!(v["committed"].as_u64().unwrap() > 0, "{v}");
+}
+
+/// The pid of the `phasedb node --id <id>` child of process `parent`, once it runs.
+fn node_pid(parent: u32, id: usize) -> Option<u32> {
+    let wanted = format!("--id\0{id}\0");
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // The parent's pid is the second field after the command's parenthesis.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(&wanted) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_pdur_replica_killed_from_outside_is_named_and_fails_the_run() {
+    let bench = pdur_bench(&[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid = loop {
+        if let Some(pid) = node_pid(bench.id(), 1) {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "node 1 never started");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(1000));
+    let killed = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = bench.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error: node 1 failed unasked"), "{stderr}");
+    let v = json_of(&out);
+    let f = &v["failures"];
+    assert!(f["injected"].is_null(), "{f}");
+    assert!(f["unasked"].as_u64().unwrap() >= 1, "{f}");
+    let named = events(&v)
+        .iter()
+        .find(|e| e["node"] == 1 && (e["kind"] == "died" || e["kind"] == "silent"))
+        .unwrap_or_else(|| panic!("node 1 is not named: {f}"));
+    assert!(named["at_s"].as_f64().unwrap() > 0.0, "{f}");
+    // The two live replicas still end equal.
+    assert_eq!(v["digests_equal"], true, "{v}");
+    assert_eq!(v["copies_compared"], 4, "{v}");
 }

@@ -155,6 +155,33 @@ fn bad_p_dur_flags_are_refused_with_a_reason() {
             ],
             "partitions must be 1..=128",
         ),
+        (
+            vec![
+                "pdur-micro",
+                "--cluster",
+                "3",
+                "--algorithm",
+                "pdur",
+                "--local-clients",
+                "--kill-node",
+                "1",
+                "--at",
+                "1",
+            ],
+            "drop --local-clients",
+        ),
+        (
+            vec![
+                "pdur-micro",
+                "--algorithm",
+                "embedded-store",
+                "--kill-node",
+                "0",
+                "--at",
+                "1",
+            ],
+            "--kill-node needs --cluster N",
+        ),
     ] {
         let out = phasedb().arg("bench").args(&args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -283,6 +283,8 @@ fn a_remote_load_commits_over_tcp_and_counts_its_window() {
         inflight: 8,
         warmup: Duration::from_millis(100),
         duration: Duration::from_millis(500),
+        progress: None,
+        watch: None,
     })
     .expect("the load runs");
     let committed = report.load.committed();

@@ -119,7 +119,7 @@ pub struct ClusterArgs {
     #[arg(long, global = true)]
     pub at: Option<f64>,
     /// Start the killed node again this many seconds after the kill, the same `phasedb node`
-    /// on the same cluster file (STAR only: the others have no rejoin).
+    /// on the same cluster file (STAR, and P-DUR/DUR with `--rejoin`: the others have no rejoin).
     #[arg(long, global = true)]
     pub restart_after: Option<f64>,
 }
@@ -130,7 +130,7 @@ impl ClusterArgs {
     pub fn fault_plan(&self, nodes: usize, restarts: bool) -> Result<Option<FaultPlan>, String> {
         if self.restart_after.is_some() && !restarts {
             return Err(format!(
-                "--restart-after: a restarted {} node cannot rejoin its cluster (only star's can)",
+                "--restart-after: a restarted {} node cannot rejoin its cluster (only star's, pdur's and dur's can)",
                 self.algorithm
             ));
         }

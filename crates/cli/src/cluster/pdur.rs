@@ -8,16 +8,27 @@
 //! compares with (Berkeley DB behind an RPC server there): phasedb's own embedded engine (OCC) in
 //! this process, running the same micro-benchmark transactions on `--threads` threads.
 //!
+//! Failures: with the clients in this process (the default) the benchmark counts commits as they
+//! come and prints throughput per [`INTERVAL`]; `--kill-node N --at SECS [--restart-after SECS]`
+//! SIGKILLs replica N during the run and starts it again with `--rejoin` (it restores from a live
+//! replica's image and replays). A replica that ends or stops answering unasked is named, with
+//! when, and fails the run; the digests are compared over the live replicas (a rejoined one
+//! included).
+//!
 //! Defaults scaled to a 2-core machine: 420,000 items (the paper's 4.2M / 10), 42,000 users (420K
 //! / 10), 2 partitions.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use phasedb_dist::pdur::endpoint::remote::{self, RemoteLoad};
+use phasedb_dist::pdur::endpoint::remote::{self, ConnectionEvent, RemoteLoad};
 use phasedb_dist::pdur::serve::{ServeReport, Workload};
 use phasedb_dist::pdur::threaded::LoadStats;
+use phasedb_dist::ramp::bench::faults::{EventKind, FaultPlan, Faults, Timeline};
 use phasedb_dist::ramp::bench::launch::{ProcessCluster, free_addrs};
 use phasedb_net::PdurTable;
 use phasedb_net::config::NetSettings;
@@ -26,7 +37,17 @@ use phasedb_workloads::pdur_micro::{PdurMicro, PdurMicroConfig};
 use phasedb_workloads::{BenchOptions, run_bench};
 
 use super::bench::ClusterArgs;
+use super::failures::FailureReport;
 use crate::bench::Common;
+
+/// The timeline's interval: committed transactions are sampled this often.
+pub const INTERVAL: Duration = Duration::from_millis(100);
+
+/// Broadcast entries between two snapshots in a run that restarts a replica. A replica restarted
+/// without storage catches up from a snapshot: the groups' first voters are in no log entry, so
+/// one that joins before the first compaction never learns them and never catches up. At the
+/// default (10,000 entries, some seconds of load) a restart early in a run would wait forever.
+pub const RESTART_SNAPSHOT_ENTRIES: u64 = 256;
 
 /// The algorithms of the P-DUR benchmarks.
 pub const PDUR_FAMILY: [&str; 3] = ["pdur", "dur", "embedded-store"];
@@ -145,6 +166,8 @@ pub struct PdurSpec {
     pub seed: u64,
     /// Transport settings of the replicas.
     pub net: NetSettings,
+    /// The replica to kill during the run, if any (P-DUR and DUR, clients in this process).
+    pub faults: Option<FaultPlan>,
 }
 
 /// One transaction type's figures.
@@ -179,6 +202,13 @@ pub struct PdurResult {
     pub copies_compared: usize,
     /// Worker CPU seconds per committed transaction, µs (what a loaded machine distorts least).
     pub cpu_us_per_txn: f64,
+    /// The failures injected and met (P-DUR, DUR).
+    pub faults: Faults,
+    /// Committed transactions per [`INTERVAL`] from the start of the load, counted by the
+    /// clients in this process (empty with `--local-clients`).
+    pub timeline: Timeline,
+    /// Counters of requests that failed or were retried, by name.
+    pub retries: Vec<(&'static str, u64)>,
 }
 
 impl PdurResult {
@@ -223,6 +253,9 @@ impl PdurSpec {
             seed: self.seed,
             ..PdurTable::new(self.partitions)
         };
+        if self.faults.is_some_and(|f| f.restart_after.is_some()) {
+            t.snapshot_entries = t.snapshot_entries.min(RESTART_SNAPSHOT_ENTRIES);
+        }
         match &self.workload {
             PdurWorkload::Micro { ty, items } => {
                 t.micro_type = ty.clone();
@@ -256,8 +289,9 @@ fn parse_counters(text: &str) -> Result<BTreeMap<String, u64>, String> {
         .collect()
 }
 
-/// Sums the replicas' counters into the run's figures.
-pub fn combine(nodes: &[BTreeMap<String, u64>], partitions: u32) -> PdurResult {
+/// Sums the replicas' counters into the run's figures; compares the digests only of the replicas
+/// `live` marks (one killed or dead has only its clients' counters).
+pub fn combine(nodes: &[BTreeMap<String, u64>], live: &[bool], partitions: u32) -> PdurResult {
     let mut kinds: BTreeMap<String, KindFigures> = BTreeMap::new();
     let mut throughput = 0.0;
     let mut measured: f64 = 0.0;
@@ -297,13 +331,15 @@ pub fn combine(nodes: &[BTreeMap<String, u64>], partitions: u32) -> PdurResult {
     }
     let digests: Vec<Vec<Option<u64>>> = nodes
         .iter()
-        .map(|n| {
+        .zip(live)
+        .filter(|(_, live)| **live)
+        .map(|(n, _)| {
             (0..partitions)
                 .map(|p| n.get(&format!("digest.{p}")).copied())
                 .collect()
         })
         .collect();
-    let digests_equal = (!nodes.is_empty()).then(|| {
+    let digests_equal = (!digests.is_empty()).then(|| {
         digests
             .iter()
             .all(|d| d.iter().all(Option::is_some) && *d == digests[0])
@@ -313,14 +349,43 @@ pub fn combine(nodes: &[BTreeMap<String, u64>], partitions: u32) -> PdurResult {
         throughput,
         measured_s: measured,
         digests_equal,
-        copies_compared: nodes.len() * partitions as usize,
+        copies_compared: digests.len() * partitions as usize,
         cpu_us_per_txn: 0.0,
+        ..PdurResult::default()
     };
     r.cpu_us_per_txn = cpu_ns as f64 / 1e3 / r.committed().max(1) as f64;
     r
 }
 
-/// Runs P-DUR or DUR replicas as `phasedb node` processes and combines their counters.
+/// Requests that failed or were retried, as the clients saw them.
+#[derive(Default)]
+struct Retries {
+    /// Client connections that failed (closed, or no reply in time).
+    lost: u64,
+    /// Transactions in flight on them, given up without an outcome.
+    unanswered: u64,
+    /// Connections opened again after a loss that answered.
+    reconnected: u64,
+}
+
+/// Per replica, whether it is out of the run now: killed (and not restarted) or ended unasked.
+fn out_of_run(faults: &Faults, cluster: &mut ProcessCluster, replicas: usize) -> Vec<bool> {
+    let mut out = vec![false; replicas];
+    for e in &faults.events {
+        match e.kind {
+            EventKind::Killed => out[e.node] = true,
+            EventKind::Restarted => out[e.node] = false,
+            _ => {}
+        }
+    }
+    for (i, _) in cluster.exited_nodes() {
+        out[i] = true;
+    }
+    out
+}
+
+/// Runs P-DUR or DUR replicas as `phasedb node` processes and combines their counters, watching
+/// for failures (and injecting the plan's) while the load runs.
 fn measure_cluster(spec: &PdurSpec) -> Result<PdurResult, String> {
     let binary =
         crate::this_program().map_err(|e| format!("cannot find the phasedb binary: {e}"))?;
@@ -336,25 +401,73 @@ fn measure_cluster(spec: &PdurSpec) -> Result<PdurResult, String> {
     // Not pinned: a replica's partitions are threads that need every core.
     let mut cluster =
         ProcessCluster::start_pdur(&binary, spec.replicas, table.clone(), spec.net, false)?;
+    let progress = Arc::new(AtomicU64::new(0));
+    let (events_tx, events) = mpsc::channel();
+    let begin = Instant::now();
     let clients = if spec.local_clients {
         Vec::new()
     } else {
-        remote_clients(spec, &table)?
+        remote_clients(spec, &table, &progress, &events_tx)?
     };
+    drop(events_tx);
     let done: Vec<_> = (0..spec.replicas)
         .map(|i| super::pdur_node::done_path(&cluster.stats_path(i)))
         .collect();
-    let deadline = Instant::now() + spec.warmup + spec.duration + Duration::from_secs(180);
+    let mut faults = Faults::new(spec.faults);
+    let mut retries = Retries::default();
+    let load_end = spec.warmup + spec.duration;
+    let mut samples = vec![(Duration::ZERO, 0)];
+    let mut next_sample = INTERVAL;
+    let deadline = begin + load_end + Duration::from_secs(180);
     loop {
-        if done.iter().all(|p| p.exists()) {
-            break;
+        let now = begin.elapsed();
+        let seen = faults.events.len();
+        faults.tick(Some(&mut cluster), now);
+        for e in &faults.events[seen..] {
+            if e.kind == EventKind::Restarted {
+                // Only the new life's marker says the rejoined replica is over its load.
+                let _ = std::fs::remove_file(&done[e.node]);
+            }
         }
-        if let Some(e) = cluster.exited() {
-            cluster.stop(Duration::from_secs(2));
-            return Err(e);
+        while let Ok((node, e)) = events.try_recv() {
+            match e {
+                ConnectionEvent::Lost {
+                    at,
+                    why,
+                    unanswered,
+                } => {
+                    retries.lost += 1;
+                    retries.unanswered += unanswered as u64;
+                    faults.silent(
+                        at.saturating_duration_since(begin),
+                        node,
+                        format!(
+                            "a client's connection failed ({why}), {unanswered} transactions unanswered"
+                        ),
+                    );
+                }
+                ConnectionEvent::Answering { at } => {
+                    retries.reconnected += 1;
+                    faults.answering(at.saturating_duration_since(begin), node);
+                }
+            }
+        }
+        if !spec.local_clients && now >= next_sample && next_sample <= load_end {
+            samples.push((now, progress.load(Ordering::Relaxed)));
+            while next_sample <= now {
+                next_sample += INTERVAL;
+            }
+        }
+        let out = out_of_run(&faults, &mut cluster, spec.replicas);
+        let waiting = (0..spec.replicas).any(|i| !out[i] && !done[i].exists());
+        if !waiting && clients.iter().all(|(_, h)| h.is_finished()) {
+            break;
         }
         if Instant::now() > deadline {
             cluster.stop(Duration::from_secs(2));
+            for line in faults.lines() {
+                eprintln!("  {line}");
+            }
             return Err("the replicas did not finish their load in time".into());
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -369,12 +482,19 @@ fn measure_cluster(spec: &PdurSpec) -> Result<PdurResult, String> {
         .collect();
     // Followers learn the last commits with the next heartbeats.
     std::thread::sleep(Duration::from_millis(300));
+    let out = out_of_run(&faults, &mut cluster, spec.replicas);
     let texts = cluster.stop_with_texts(Duration::from_secs(10));
     let mut nodes = texts
         .into_iter()
         .enumerate()
-        .map(|(i, t)| t.map_err(|e| format!("node {i}: {e}")))
-        .map(|t| t.and_then(|t| parse_counters(&t)))
+        .map(|(i, t)| {
+            if out[i] {
+                // Killed or dead: no counters, only what its clients counted.
+                return Ok(BTreeMap::new());
+            }
+            t.map_err(|e| format!("node {i}: {e}"))
+                .and_then(|t| parse_counters(&t))
+        })
         .collect::<Result<Vec<_>, String>>()?;
     if !spec.local_clients {
         let per_replica = connections(spec);
@@ -391,13 +511,28 @@ fn measure_cluster(spec: &PdurSpec) -> Result<PdurResult, String> {
             n.extend(parse_counters(&text)?);
         }
     }
-    let mut r = combine(&nodes, partitions);
+    let live: Vec<bool> = out.iter().map(|o| !o).collect();
+    let mut r = combine(&nodes, &live, partitions);
     if let PdurWorkload::Micro { ty, .. } = &spec.workload {
         // The replicas count every micro-benchmark transaction as "micro".
         for k in r.kinds.iter_mut().filter(|k| k.name == "micro") {
             k.name = ty.clone();
         }
     }
+    r.timeline = if spec.local_clients {
+        Timeline {
+            interval_s: INTERVAL.as_secs_f64(),
+            points: Vec::new(),
+        }
+    } else {
+        Timeline::from_samples(INTERVAL, &samples)
+    };
+    r.retries = vec![
+        ("client_connections_lost", retries.lost),
+        ("txns_unanswered", retries.unanswered),
+        ("reconnects", retries.reconnected),
+    ];
+    r.faults = faults;
     Ok(r)
 }
 
@@ -409,9 +544,13 @@ fn connections(spec: &PdurSpec) -> usize {
 type ClientThread = std::thread::JoinHandle<Result<(LoadStats, Duration), String>>;
 
 /// Starts the clients over TCP, `connections(spec)` threads per replica, replica by replica.
+/// Each commit is counted in `progress` as it comes; a client's failed connections are sent on
+/// `events` with its replica's id, and it connects again until the window is over.
 fn remote_clients(
     spec: &PdurSpec,
     table: &PdurTable,
+    progress: &Arc<AtomicU64>,
+    events: &mpsc::Sender<(usize, ConnectionEvent)>,
 ) -> Result<Vec<(usize, ClientThread)>, String> {
     let workload = Workload::from_table(table)?;
     let per_replica = connections(spec);
@@ -428,6 +567,13 @@ fn remote_clients(
                 inflight,
                 warmup: spec.warmup,
                 duration: spec.duration,
+                progress: Some(progress.clone()),
+                watch: Some({
+                    let events = events.clone();
+                    Box::new(move |e| {
+                        let _ = events.send((i, e));
+                    })
+                }),
             };
             let h = std::thread::Builder::new()
                 .name(format!("pdur-client-{i}-{c}"))
@@ -491,15 +637,30 @@ fn measure_embedded(spec: &PdurSpec) -> Result<PdurResult, String> {
         digests_equal: None,
         copies_compared: 0,
         cpu_us_per_txn: r.worker_cpu.as_secs_f64() * 1e6 / t.committed.max(1) as f64,
+        ..PdurResult::default()
     })
 }
 
-/// Runs `spec`.
-pub fn measure(spec: &PdurSpec) -> Result<PdurResult, String> {
+/// Runs `spec`; the result holds the failures it injected and met.
+pub fn measure_with_failures(spec: &PdurSpec) -> Result<PdurResult, String> {
     match spec.algorithm {
         PdurAlgorithm::Embedded => measure_embedded(spec),
         _ => measure_cluster(spec),
     }
+}
+
+/// Runs `spec`; a replica that ended or stopped answering unasked fails it.
+pub fn measure(spec: &PdurSpec) -> Result<PdurResult, String> {
+    let r = measure_with_failures(spec)?;
+    if let Some(e) = r.faults.unasked().first() {
+        return Err(format!(
+            "replica {} failed unasked at {:.3} s: {:?}",
+            e.node,
+            e.at.as_secs_f64(),
+            e.kind
+        ));
+    }
+    Ok(r)
 }
 
 fn fail(msg: impl std::fmt::Display) -> i32 {
@@ -580,6 +741,14 @@ fn spec(
     if !(0.0..=1.0).contains(&cross_partition) {
         return Err("--cross-partition must be between 0 and 1".into());
     }
+    let faults = args.fault_plan(replicas, true)?;
+    if faults.is_some() && local_clients {
+        return Err(
+            "--kill-node with --local-clients: the replicas count their commits only at \
+                    the end, so no timeline would show the failure; drop --local-clients"
+                .into(),
+        );
+    }
     let spec = PdurSpec {
         algorithm,
         workload,
@@ -595,6 +764,7 @@ fn spec(
             delay_us: args.delay_us,
             poll_us: args.poll_us,
         },
+        faults,
     };
     Ok(spec)
 }
@@ -607,28 +777,46 @@ pub fn run(
     clients: u32,
     local_clients: bool,
 ) -> i32 {
-    if args.kill_node.is_some() || args.at.is_some() || args.restart_after.is_some() {
-        return fail(
-            "--kill-node, --at and --restart-after are not built for P-DUR's benchmark yet (its              replicas report their counters only at the end)",
-        );
-    }
     let spec = match spec(args, c, workload, clients, local_clients) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let result = match measure(&spec) {
+    let result = match measure_with_failures(&spec) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
+    let cluster = spec.algorithm != PdurAlgorithm::Embedded;
+    let failures = FailureReport {
+        faults: &result.faults,
+        timeline: &result.timeline,
+        retries: result.retries.clone(),
+    };
     if c.json {
-        println!("{}", json(&spec, &result));
+        let mut out = json(&spec, &result);
+        if cluster {
+            out["failures"] = failures.json();
+        }
+        println!("{out}");
     } else {
         print!("{}", table(&spec, &result));
+        if cluster {
+            print!("{}", failures.table());
+            if spec.local_clients {
+                println!(
+                    "  (none: with --local-clients the replicas count their commits only at the end)"
+                );
+            }
+        }
     }
-    match result.digests_equal {
-        Some(false) => 1,
-        _ => 0,
+    let mut code = 0;
+    if result.digests_equal == Some(false) {
+        eprintln!("error: live replicas disagree: partition digests differ");
+        code = 1;
     }
+    if cluster && failures.fails() {
+        code = 1;
+    }
+    code
 }
 
 fn describe(spec: &PdurSpec) -> String {
@@ -691,7 +879,7 @@ pub fn table(spec: &PdurSpec, r: &PdurResult) -> String {
         Some(true) => {
             let _ = writeln!(
                 out,
-                "replicas agree: every partition's digest equal on every replica ({} copies)",
+                "replicas agree: every partition's digest equal on every live replica ({} copies)",
                 r.copies_compared
             );
         }
@@ -704,7 +892,7 @@ pub fn table(spec: &PdurSpec, r: &PdurResult) -> String {
 }
 
 /// The result as one JSON object.
-pub fn json(spec: &PdurSpec, r: &PdurResult) -> String {
+pub fn json(spec: &PdurSpec, r: &PdurResult) -> serde_json::Value {
     let kinds: Vec<serde_json::Value> = r
         .kinds
         .iter()
@@ -737,8 +925,8 @@ pub fn json(spec: &PdurSpec, r: &PdurResult) -> String {
         "cpu_us_per_txn": r.cpu_us_per_txn,
         "digests_equal": r.digests_equal,
         "types": kinds,
+        "copies_compared": r.copies_compared,
     })
-    .to_string()
 }
 
 #[cfg(test)]
@@ -759,7 +947,7 @@ mod tests {
             "node 1\nmeasured_ns 1000000000\ncommitted 100\naborted 0\nkind.I.committed 100\n\
              kind.I.aborted 0\nkind.I.p90_ns 5000000\ndigest.0 7\ndigest.1 9\ncpu_ns.1 200000\n",
         );
-        let r = combine(&[a.clone(), b.clone()], 2);
+        let r = combine(&[a.clone(), b.clone()], &[true, true], 2);
         assert_eq!(r.committed(), 300);
         assert_eq!(r.aborted(), 2);
         assert!((r.throughput - 200.0).abs() < 1e-9, "{}", r.throughput);
@@ -769,7 +957,15 @@ mod tests {
         assert!((r.cpu_us_per_txn - 1.0).abs() < 1e-9);
         let mut c = b;
         c.insert("digest.1".into(), 10);
-        assert_eq!(combine(&[a, c], 2).digests_equal, Some(false));
+        assert_eq!(
+            combine(&[a.clone(), c.clone()], &[true, true], 2).digests_equal,
+            Some(false)
+        );
+        // A replica out of the run (killed) counts its clients' commits, not its digests.
+        let out = combine(&[a, c], &[true, false], 2);
+        assert_eq!(out.digests_equal, Some(true));
+        assert_eq!(out.copies_compared, 2);
+        assert_eq!(out.committed(), 300);
         assert!(parse_counters("committed x").is_err());
     }
 }

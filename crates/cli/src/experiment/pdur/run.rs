@@ -86,6 +86,7 @@ impl Point {
                 duration: s.duration.max(Duration::from_millis(200)),
                 seed: s.seed,
                 net: NetSettings::default(),
+                faults: None,
             },
             params,
             series,

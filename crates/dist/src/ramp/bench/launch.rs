@@ -193,7 +193,9 @@ impl ProcessCluster {
     }
 
     /// Starts node `id` again, killed before, as it was first started (same program, cluster file,
-    /// id and counters file); it binds its address from the cluster file itself.
+    /// id and counters file); it binds its address from the cluster file itself. A P-DUR replica
+    /// lost its state with its process: it is started with `--rejoin`, to catch up from the live
+    /// replicas.
     pub fn restart(&mut self, id: usize) -> Result<(), String> {
         if !self.killed.get(id).copied().unwrap_or(false) {
             return Err(format!(
@@ -201,7 +203,11 @@ impl ProcessCluster {
             ));
         }
         let (binary, args) = &self.commands[id];
-        let child = node_command(binary, args)
+        let mut command = node_command(binary, args);
+        if self.config.pdur.is_some() {
+            command.arg("--rejoin");
+        }
+        let child = command
             .spawn()
             .map_err(|e| format!("cannot restart node {id}: {e}"))?;
         self.children[id] = child;
