@@ -331,6 +331,47 @@ fn a_member_that_lost_its_storage_rejoins_under_a_new_id_and_counts_in_the_major
     }
 }
 
+/// Before any snapshot is taken, a joiner catches up from the log's first entry: it learns the
+/// group's membership changes, its own admission among them, from the log it replays.
+#[test]
+fn a_member_that_lost_its_storage_before_any_snapshot_rejoins_from_the_whole_log() {
+    for seed in seeds(4) {
+        let cfg = BroadcastConfig {
+            snapshot_entries: 1_000_000,
+            ..config(seed)
+        };
+        let mut sim = cluster(SimConfig::new(seed), cfg, 1);
+        sim.node_mut(0).amnesia = true;
+        sim.run_until(100 * MS);
+        sim.crash(0);
+        sim.run_until(200 * MS);
+        sim.restart(0);
+        sim.run_until(600 * MS);
+        for g in [0, 1, 2] {
+            let m = sim.node(0).bcast.group(g).unwrap();
+            assert!(
+                !m.is_joining(),
+                "seed {seed}: node 0 still joins group {g} (replay: PHASEDB_SIM_SEED={seed})"
+            );
+            assert_eq!(m.snapshot_index(), 0, "no snapshot was needed");
+            assert_eq!(
+                sim.node(1).bcast.group(g).unwrap().voters(),
+                vec![raft_id(1), raft_id(2), member_id(0, 1)],
+                "seed {seed}: group {g} (replay: PHASEDB_SIM_SEED={seed})"
+            );
+        }
+        quiesce(&mut sim, 2_000 * MS);
+        check_total_order(&sim);
+        for g in [0, 1, 2] {
+            assert_eq!(
+                sim.node(0).log.get(&g).map_or(0, Vec::len),
+                sim.node(1).log.get(&g).map_or(0, Vec::len),
+                "seed {seed}: node 0 replayed all of group {g}"
+            );
+        }
+    }
+}
+
 #[test]
 fn malformed_and_misaddressed_messages_are_refused_and_change_nothing() {
     let mut sim = cluster(SimConfig::new(9), config(9), 1);

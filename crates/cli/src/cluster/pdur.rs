@@ -43,12 +43,6 @@ use crate::bench::Common;
 /// The timeline's interval: committed transactions are sampled this often.
 pub const INTERVAL: Duration = Duration::from_millis(100);
 
-/// Broadcast entries between two snapshots in a run that restarts a replica. A replica restarted
-/// without storage catches up from a snapshot: the groups' first voters are in no log entry, so
-/// one that joins before the first compaction never learns them and never catches up. At the
-/// default (10,000 entries, some seconds of load) a restart early in a run would wait forever.
-pub const RESTART_SNAPSHOT_ENTRIES: u64 = 256;
-
 /// The algorithms of the P-DUR benchmarks.
 pub const PDUR_FAMILY: [&str; 3] = ["pdur", "dur", "embedded-store"];
 
@@ -253,9 +247,6 @@ impl PdurSpec {
             seed: self.seed,
             ..PdurTable::new(self.partitions)
         };
-        if self.faults.is_some_and(|f| f.restart_after.is_some()) {
-            t.snapshot_entries = t.snapshot_entries.min(RESTART_SNAPSHOT_ENTRIES);
-        }
         match &self.workload {
             PdurWorkload::Micro { ty, items } => {
                 t.micro_type = ty.clone();

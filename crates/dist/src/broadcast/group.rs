@@ -163,7 +163,8 @@ impl Group {
 
     /// Member `me` of group `id` restarting without storage (a process that died): it asks the
     /// leader to replace its old raft id with [`member_id`]`(me, incarnation)` (a joint-consensus
-    /// membership change, raft §6), then catches up by snapshot and log like any follower behind.
+    /// membership change, raft §6), then catches up by snapshot and log like any follower behind,
+    /// or by the whole log while the group has taken no snapshot.
     /// `incarnation` must differ from every earlier one of this node (e.g. its restart count or
     /// the time it started).
     pub fn joining(
@@ -179,7 +180,12 @@ impl Group {
                 "a rejoining member needs an incarnation above 0",
             ));
         }
-        let mut group = Group::build(id, me, members, cfg, member_id(me, incarnation), Vec::new())?;
+        // The configuration the group started with, as every member holds it at index 0: a
+        // joiner fed the log from its start (no snapshot taken yet) learns every membership
+        // change since, its own admission among them, by replaying it. Its new id is not among
+        // these voters, so it cannot campaign before it is admitted.
+        let voters: Vec<u64> = members.iter().map(|&a| raft_id(a)).collect();
+        let mut group = Group::build(id, me, members, cfg, member_id(me, incarnation), voters)?;
         group.joining = true;
         Ok(group)
     }
