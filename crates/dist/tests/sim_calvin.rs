@@ -9,7 +9,7 @@
 use phasedb_check::check_serializable;
 use phasedb_dist::calvin::{CalvinNode, CalvinSettings, Groups, Lock, open_database};
 use phasedb_net::sim::{SimConfig, Simulator};
-use phasedb_txn::{Database, Occ, PartitionId, Procedures};
+use phasedb_txn::{Database, Occ, PartitionId, Procedures, TableId};
 use phasedb_workloads::tpcc::{ProceduresMix, TpccProcedures, TpccProceduresConfig, TpccRequest};
 
 const MS: u64 = 1_000_000;
@@ -24,6 +24,10 @@ fn seeds(n: u64) -> Vec<u64> {
 
 fn tpcc_locks(w: &TpccProcedures, req: &TpccRequest, out: &mut Vec<Lock>) {
     w.lock_set(req, out)
+}
+
+fn tpcc_reads(w: &TpccProcedures, req: &TpccRequest, out: &mut Vec<(TableId, u64)>) -> bool {
+    w.read_rows(req, out)
 }
 
 fn workload() -> TpccProcedures {
@@ -60,6 +64,7 @@ fn run_groups(seed: u64, sizes: &[u32], w: &TpccProcedures, dbs: &[Database<Occ>
             &dbs[n as usize],
             w,
             tpcc_locks,
+            tpcc_reads,
         )
         .unwrap();
         sim.add(n, node);
@@ -138,7 +143,16 @@ fn serial_digests(order: &[Vec<u8>]) -> Vec<u64> {
     }
     drop(worker);
     let one = Groups::new(&[1], WAREHOUSES).unwrap();
-    let node = CalvinNode::new(0, one, CalvinSettings::default(), &db, &w, tpcc_locks).unwrap();
+    let node = CalvinNode::new(
+        0,
+        one,
+        CalvinSettings::default(),
+        &db,
+        &w,
+        tpcc_locks,
+        tpcc_reads,
+    )
+    .unwrap();
     let mut d: Vec<(PartitionId, u64)> = node
         .digests()
         .iter()

@@ -6,7 +6,9 @@
 //! serial run of the sequencer's global order and keep the total of all balances. A failing run
 //! prints its seed (replay one with `PHASEDB_SIM_SEED=<seed>`).
 
-use phasedb_dist::calvin::{CalvinNode, CalvinSettings, Groups, Lock, open_database};
+use phasedb_dist::calvin::{
+    CalvinNode, CalvinSettings, Groups, Lock, ReadRows, dry_run_reads, open_database,
+};
 use phasedb_net::sim::{SimConfig, Simulator};
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{
@@ -49,6 +51,12 @@ fn partition(key: u64) -> PartitionId {
 fn halves_locks(_: &Halves, req: &Transfer, out: &mut Vec<Lock>) {
     out.push((partition(req.from), req.from, true));
     out.push((partition(req.to), req.to, true));
+}
+
+fn halves_reads(w: &Halves, req: &Transfer, out: &mut Vec<(TableId, u64)>) -> bool {
+    out.push((w.table, req.from));
+    out.push((w.table, req.to));
+    true
 }
 
 impl Procedures for Halves {
@@ -164,9 +172,14 @@ fn serial(order: &[Vec<u8>]) -> Vec<(u64, i64)> {
     b
 }
 
+/// With the rows named by the workload, and found by dry runs.
 #[test]
 fn a_participant_runs_on_the_values_the_owners_sent() {
-    for seed in seeds(3) {
+    let named: ReadRows<Halves> = halves_reads;
+    for (seed, reads) in seeds(3)
+        .into_iter()
+        .flat_map(|s| [(s, named), (s, dry_run_reads)])
+    {
         for sizes in [&[2][..], &[1, 1][..], &[1, 2][..]] {
             let mut w = Halves { table: 0 };
             let nodes: u32 = sizes.iter().sum();
@@ -195,6 +208,7 @@ fn a_participant_runs_on_the_values_the_owners_sent() {
                     &dbs[n as usize],
                     &w,
                     halves_locks,
+                    reads,
                 )
                 .unwrap();
                 sim.add(n, node);

@@ -1,20 +1,30 @@
 //! `phasedb node` for a cluster file whose `[star]` table says `algorithm = "calvin"`: one Calvin
 //! node (`phasedb_dist::calvin`) running the table's workload until SIGINT or SIGTERM. TPC-C's
 //! transactions lock records (their read/write sets, `TpccProcedures::lock_set`); YCSB's lock
-//! whole partitions.
+//! whole partitions. Both name the rows their requests read (`read_rows`), so multi-node
+//! transactions need no dry run but TPC-C's Payments by last name.
 
 use std::path::Path;
 
 use phasedb_dist::calvin::serve::serve;
 use phasedb_dist::calvin::{Groups, Lock, partition_locks};
 use phasedb_net::ClusterConfig;
+use phasedb_txn::TableId;
 use phasedb_workloads::tpcc::{TpccProcedures, TpccRequest};
-use phasedb_workloads::ycsb::YcsbProcedures;
+use phasedb_workloads::ycsb::{YcsbProcedures, YcsbRequest};
 
 use super::star_workload::StarWorkload;
 
 fn tpcc_locks(w: &TpccProcedures, req: &TpccRequest, out: &mut Vec<Lock>) {
     w.lock_set(req, out)
+}
+
+fn tpcc_reads(w: &TpccProcedures, req: &TpccRequest, out: &mut Vec<(TableId, u64)>) -> bool {
+    w.read_rows(req, out)
+}
+
+fn ycsb_reads(w: &YcsbProcedures, req: &YcsbRequest, out: &mut Vec<(TableId, u64)>) -> bool {
+    w.read_rows(req, out)
 }
 
 /// Serves node `id` of the Calvin cluster `cfg` (read from `path`); returns the exit code as
@@ -76,6 +86,7 @@ pub fn run(
                     id,
                     w,
                     partition_locks::<YcsbProcedures>,
+                    ycsb_reads,
                     listener,
                     shutdown,
                 )
@@ -83,7 +94,7 @@ pub fn run(
             }
             StarWorkload::Tpcc(c) => {
                 let w = TpccProcedures::new(c);
-                serve(cfg, id, w, tpcc_locks, listener, shutdown).await
+                serve(cfg, id, w, tpcc_locks, tpcc_reads, listener, shutdown).await
             }
         }
     });

@@ -21,4 +21,7 @@ pub mod node;
 pub mod serve;
 
 pub use groups::Groups;
-pub use node::{CalvinNode, CalvinSettings, Lock, LockSet, open_database, partition_locks};
+pub use node::{
+    CalvinNode, CalvinSettings, Lock, LockSet, ReadRows, dry_run_reads, open_database,
+    partition_locks,
+};

@@ -20,11 +20,13 @@
 //!   and its writes to the partitions it owns are the group's; then it releases its locks.
 //!
 //! Which rows a participant sends: the read set is known before a transaction runs (Calvin's
-//! premise), but as lock units ([`LockSet`]), not rows, so a participant learns its rows from a
-//! dry run — the procedure run once without its commit ([`phasedb_txn::Worker::set_dry_run`]:
-//! nothing locked, inserted or installed) — whose reads of its own partitions are
-//! exact: it holds their locks, and under the premise which rows a transaction touches does not
-//! depend on the values it reads elsewhere. Every node loads every partition, so that each row a
+//! premise), and the workload names its rows ([`ReadRows`]) where it can — as Calvin's
+//! transactions declare them. Where it cannot (TPC-C's Payment by last name finds its customer
+//! through an index as it runs, which Calvin's OLLP would look up before sequencing), a
+//! participant learns them from a dry run — the procedure run once without its commit
+//! ([`phasedb_txn::Worker::set_dry_run`]: nothing locked, inserted or installed) — whose reads of
+//! its own partitions are exact: it holds their locks, and under the premise which rows a
+//! transaction touches does not depend on the values it reads elsewhere. Every node loads every partition, so that each row a
 //! dry run looks up exists (the values of other partitions there are stale until installed); a
 //! node's copy of a partition it does not own is only a cache, written by its own runs and
 //! replaced by the owner's values before each run that reads them. A row absent on its owner is
@@ -43,7 +45,7 @@ use smallvec::SmallVec;
 
 use phasedb_check::History;
 use phasedb_net::{Addr, Node, Transport};
-use phasedb_txn::{Config, Database, Occ, PartitionId, Procedures, TxError, Worker};
+use phasedb_txn::{Config, Database, Occ, PartitionId, Procedures, TableId, TxError, Worker};
 
 use crate::calvin::groups::Groups;
 use crate::calvin::locks::{LockManager, TxnId, batch_of, txn_id};
@@ -65,6 +67,15 @@ pub type Lock = (PartitionId, u64, bool);
 
 /// A workload's read/write set of a request, known before it runs (Calvin's requirement, §3).
 pub type LockSet<W> = fn(&W, &<W as Procedures>::Request, &mut Vec<Lock>);
+
+/// The rows (table, key) a request reads, when the workload can name them before it runs: it
+/// appends them and returns true, or returns false (a dry run then finds them, see the module doc).
+pub type ReadRows<W> = fn(&W, &<W as Procedures>::Request, &mut Vec<(TableId, u64)>) -> bool;
+
+/// For a workload that cannot name the rows its requests read: a dry run finds them every time.
+pub fn dry_run_reads<W: Procedures>(_: &W, _: &W::Request, _: &mut Vec<(TableId, u64)>) -> bool {
+    false
+}
 
 /// The coarsest read/write set any workload has: an exclusive lock on each partition touched.
 pub fn partition_locks<W: Procedures>(w: &W, req: &W::Request, out: &mut Vec<Lock>) {
@@ -156,6 +167,7 @@ pub struct CalvinNode<'db, W: Procedures> {
     db: &'db Database<Occ>,
     workload: &'db W,
     lock_set: LockSet<W>,
+    read_rows: ReadRows<W>,
     worker: Worker<'db, Occ>,
     owned: Vec<bool>,
     sequencer: Option<Sequencer<W::Gen>>,
@@ -185,8 +197,8 @@ where
     W: Procedures,
     W::Request: Serialize + DeserializeOwned,
 {
-    /// Node `me` of `groups` over its database (from [`open_database`]), `workload` and the
-    /// workload's read/write sets `lock_set`.
+    /// Node `me` of `groups` over its database (from [`open_database`]), `workload`, the
+    /// workload's read/write sets `lock_set` and the rows its requests read, `read_rows`.
     pub fn new(
         me: Addr,
         groups: Groups,
@@ -194,6 +206,7 @@ where
         db: &'db Database<Occ>,
         workload: &'db W,
         lock_set: LockSet<W>,
+        read_rows: ReadRows<W>,
     ) -> Result<Self, LayoutError> {
         if me >= groups.nodes() {
             return Err(LayoutError(format!(
@@ -236,6 +249,7 @@ where
             db,
             workload,
             lock_set,
+            read_rows,
             worker: db.worker(),
             owned,
             sequencer,
@@ -537,25 +551,28 @@ where
     }
 
     /// The current values of the rows of this node's partitions that transaction `id` reads, as
-    /// replication records: what a dry run of it read here (see the module doc).
+    /// replication records: those the workload names, or else those a dry run of it read here
+    /// (see the module doc).
     fn local_reads(&mut self, id: TxnId) -> Vec<u8> {
         let req = &self.txns[&id].req;
-        // No wait: a conflict (none can arise with one thread) ends the dry run, not retries it.
-        self.worker.set_dry_run(true);
-        self.worker.set_no_wait(true);
-        let _ = self.workload.run(req, &mut self.worker);
-        self.worker.set_dry_run(false);
-        self.worker.set_no_wait(false);
         self.rows_buf.clear();
-        for (t, key, _, _) in self.worker.prepared_reads() {
-            let mine = self
-                .workload
-                .partition_of(t, key)
-                .is_some_and(|p| self.owned.get(p as usize) == Some(&true));
-            if mine {
-                self.rows_buf.push((t, key));
-            }
+        if !(self.read_rows)(self.workload, req, &mut self.rows_buf) {
+            // No wait: a conflict (none can arise with one thread) ends the dry run, not retries it.
+            self.worker.set_dry_run(true);
+            self.worker.set_no_wait(true);
+            let _ = self.workload.run(req, &mut self.worker);
+            self.worker.set_dry_run(false);
+            self.worker.set_no_wait(false);
+            self.rows_buf.clear();
+            self.rows_buf
+                .extend(self.worker.prepared_reads().map(|(t, key, _, _)| (t, key)));
         }
+        let (workload, owned) = (self.workload, &self.owned);
+        self.rows_buf.retain(|&(t, key)| {
+            workload
+                .partition_of(t, key)
+                .is_some_and(|p| owned.get(p as usize) == Some(&true))
+        });
         self.rows_buf.sort_unstable();
         self.rows_buf.dedup();
         let mut rows = Vec::new();

@@ -12,7 +12,7 @@ use phasedb_net::{Addr, ClusterConfig};
 use phasedb_txn::Procedures;
 
 use crate::calvin::groups::Groups;
-use crate::calvin::node::{CalvinNode, CalvinSettings, LockSet, open_database};
+use crate::calvin::node::{CalvinNode, CalvinSettings, LockSet, ReadRows, open_database};
 use crate::star::stats::StarStats;
 
 fn invalid(text: String) -> std::io::Error {
@@ -31,13 +31,14 @@ pub fn settings_of(cfg: &ClusterConfig) -> CalvinSettings {
 }
 
 /// Serves node `id` of the Calvin cluster `cfg`, running `workload` with read/write sets
-/// `lock_set`, until `shutdown` completes; returns its final counters. The node loads every
+/// `lock_set` and read rows `read_rows`, until `shutdown` completes; returns its final counters. The node loads every
 /// partition first. Must run inside a tokio runtime (a current-thread one keeps it on one core).
 pub async fn serve<W>(
     cfg: &ClusterConfig,
     id: Addr,
     mut workload: W,
     lock_set: LockSet<W>,
+    read_rows: ReadRows<W>,
     listener: Option<std::net::TcpListener>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<StarStats>
@@ -66,8 +67,16 @@ where
     opts.poll = cfg.poll();
     // The sequencer cuts a batch every 10 ms: a tick of 0.5 ms keeps its cuts within 5%.
     opts.tick = Duration::from_micros(500).min(Duration::from_millis(cfg.server.tick_ms));
-    let mut node = CalvinNode::new(id, groups, settings_of(cfg), &db, &workload, lock_set)
-        .map_err(|e| invalid(e.to_string()))?;
+    let mut node = CalvinNode::new(
+        id,
+        groups,
+        settings_of(cfg),
+        &db,
+        &workload,
+        lock_set,
+        read_rows,
+    )
+    .map_err(|e| invalid(e.to_string()))?;
     run(&mut node, opts, shutdown).await?;
     Ok(node.stats())
 }

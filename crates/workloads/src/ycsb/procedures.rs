@@ -143,6 +143,13 @@ impl YcsbProcedures {
         &self.values[at..at + self.cfg.column_size]
     }
 
+    /// Appends the rows (table, key) of `req`'s operations, every row it reads among them, and
+    /// returns true: they are all named in the request.
+    pub fn read_rows(&self, req: &YcsbRequest, out: &mut Vec<(TableId, u64)>) -> bool {
+        out.extend(req.ops.iter().map(|o| (self.table, o.key)));
+        true
+    }
+
     /// The keys of partition `p`.
     pub fn keys(&self, p: PartitionId) -> std::ops::Range<u64> {
         let r = self.cfg.rows_per_partition;
