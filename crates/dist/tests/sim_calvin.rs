@@ -8,11 +8,14 @@
 
 use phasedb_check::check_serializable;
 use phasedb_dist::calvin::{CalvinNode, CalvinSettings, Groups, Lock, open_database};
-use phasedb_net::sim::{SimConfig, Simulator};
 use phasedb_txn::{Database, Occ, PartitionId, Procedures, TableId};
 use phasedb_workloads::tpcc::{ProceduresMix, TpccProcedures, TpccProceduresConfig, TpccRequest};
 
-const MS: u64 = 1_000_000;
+#[path = "calvin/harness.rs"]
+mod harness;
+
+use harness::{Sets, run_calvin};
+
 const WAREHOUSES: u32 = 2;
 
 fn seeds(n: u64) -> Vec<u64> {
@@ -42,44 +45,11 @@ fn workload() -> TpccProcedures {
 /// partition digests, the global order and node 0's history.
 fn run_groups(seed: u64, sizes: &[u32], w: &TpccProcedures, dbs: &[Database<Occ>]) -> Outcome {
     let groups = Groups::new(sizes, WAREHOUSES).unwrap();
-    let mut sim = Simulator::new(SimConfig {
-        min_delay: 20_000,
-        max_delay: 3_000_000,
-        tick: MS / 2,
-        ..SimConfig::new(seed)
-    });
-    let settings = CalvinSettings {
-        cross_partition: 0.5,
-        local_load: true,
-        seed,
-        slice_txns: 8,
-        keep_order: true,
-        ..CalvinSettings::default()
+    let sets = Sets {
+        locks: tpcc_locks,
+        reads: tpcc_reads,
     };
-    for n in 0..groups.nodes() {
-        let node = CalvinNode::new(
-            n,
-            groups.clone(),
-            settings.clone(),
-            &dbs[n as usize],
-            w,
-            tpcc_locks,
-            tpcc_reads,
-        )
-        .unwrap();
-        sim.add(n, node);
-    }
-    sim.run_until(80 * MS);
-    sim.node_mut(0).set_local_load(false);
-    sim.run_until(sim.now() + 15 * MS);
-    let last = sim.node(0).stats().times.phases;
-    let quiet = sim.run_until_pred(sim.now() + 10_000 * MS, |sim| {
-        (0..groups.nodes()).all(|n| sim.node(n).finished() >= last && sim.node(n).is_idle())
-    });
-    assert!(
-        quiet,
-        "seed {seed}: {sizes:?} did not finish batch {last} (replay: PHASEDB_SIM_SEED={seed})"
-    );
+    let mut sim = run_calvin(seed, &groups, 0.5, 80, dbs, w, sets);
     let mut digests = vec![None; WAREHOUSES as usize];
     for n in 0..groups.nodes() {
         let node = sim.node(n);

@@ -6,10 +6,7 @@
 //! serial run of the sequencer's global order and keep the total of all balances. A failing run
 //! prints its seed (replay one with `PHASEDB_SIM_SEED=<seed>`).
 
-use phasedb_dist::calvin::{
-    CalvinNode, CalvinSettings, Groups, Lock, ReadRows, dry_run_reads, open_database,
-};
-use phasedb_net::sim::{SimConfig, Simulator};
+use phasedb_dist::calvin::{Groups, Lock, ReadRows, dry_run_reads, open_database};
 use phasedb_storage::{ColumnType, Schema, TableSpec};
 use phasedb_txn::{
     Database, Occ, PartitionId, Procedures, Protocol, TableId, Touched, TxError, TxResult, Worker,
@@ -19,7 +16,11 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-const MS: u64 = 1_000_000;
+#[path = "calvin/harness.rs"]
+mod harness;
+
+use harness::{Sets, run_calvin};
+
 const PARTITIONS: u32 = 2;
 /// Few accounts, so that nearly every transfer reads a balance an earlier one changed.
 const ACCOUNTS_PER_PARTITION: u64 = 6;
@@ -186,41 +187,11 @@ fn a_participant_runs_on_the_values_the_owners_sent() {
             let dbs: Vec<Database<Occ>> =
                 (0..nodes).map(|_| open_database(&mut w, false)).collect();
             let groups = Groups::new(sizes, PARTITIONS).unwrap();
-            let mut sim = Simulator::new(SimConfig {
-                min_delay: 20_000,
-                max_delay: 3_000_000,
-                tick: MS / 2,
-                ..SimConfig::new(seed)
-            });
-            let settings = CalvinSettings {
-                cross_partition: 0.8,
-                local_load: true,
-                seed,
-                slice_txns: 8,
-                keep_order: true,
-                ..CalvinSettings::default()
+            let sets = Sets {
+                locks: halves_locks,
+                reads,
             };
-            for n in 0..nodes {
-                let node = CalvinNode::new(
-                    n,
-                    groups.clone(),
-                    settings.clone(),
-                    &dbs[n as usize],
-                    &w,
-                    halves_locks,
-                    reads,
-                )
-                .unwrap();
-                sim.add(n, node);
-            }
-            sim.run_until(100 * MS);
-            sim.node_mut(0).set_local_load(false);
-            sim.run_until(sim.now() + 15 * MS);
-            let last = sim.node(0).stats().times.phases;
-            let quiet = sim.run_until_pred(sim.now() + 10_000 * MS, |sim| {
-                (0..nodes).all(|n| sim.node(n).finished() >= last && sim.node(n).is_idle())
-            });
-            assert!(quiet, "seed {seed}: {sizes:?} did not finish batch {last}");
+            let sim = run_calvin(seed, &groups, 0.8, 100, &dbs, &w, sets);
             let order = sim.node(0).order().to_vec();
             assert!(
                 order.len() > 100,
