@@ -222,6 +222,14 @@ fn pdur_bench(extra: &[&str]) -> Command {
 }
 
 /// The run's retry counter `name`.
+/// Runs the P-DUR bench with `extra`, asserts it succeeded, and returns its JSON report.
+fn pdur_bench_ok(extra: &[&str]) -> serde_json::Value {
+    let out = pdur_bench(extra).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    json_of(&out)
+}
+
 fn retry(v: &serde_json::Value, name: &str) -> u64 {
     v["failures"]["retries"][name]
         .as_u64()
@@ -230,12 +238,7 @@ fn retry(v: &serde_json::Value, name: &str) -> u64 {
 
 #[test]
 fn a_pdur_replica_killed_and_restarted_as_asked_rejoins_and_the_replicas_agree() {
-    let out = pdur_bench(&["--kill-node", "2", "--at", "1.0", "--restart-after", "0.5"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}: {stderr}", out.status);
-    let v = json_of(&out);
+    let v = pdur_bench_ok(&["--kill-node", "2", "--at", "1.0", "--restart-after", "0.5"]);
     let f = &v["failures"];
     assert_eq!(f["injected"]["node"], 2, "{f}");
     assert_eq!(f["unasked"], 0, "{f}");
@@ -268,12 +271,7 @@ fn a_pdur_replica_killed_and_restarted_as_asked_rejoins_and_the_replicas_agree()
 
 #[test]
 fn a_pdur_replica_killed_as_asked_leaves_the_others_committing_and_equal() {
-    let out = pdur_bench(&["--kill-node", "2", "--at", "1.0"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}: {stderr}", out.status);
-    let v = json_of(&out);
+    let v = pdur_bench_ok(&["--kill-node", "2", "--at", "1.0"]);
     let f = &v["failures"];
     assert_eq!(f["unasked"], 0, "{f}");
     assert_eq!(events(&v)[0]["kind"], "killed", "{f}");

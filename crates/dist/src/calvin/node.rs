@@ -531,17 +531,13 @@ where
             .expect("granted transactions are known");
         txn.granted = true;
         if !txn.others.is_empty() {
-            let rows = self.local_reads(id);
-            let txn = &self.txns[&id];
-            for &n in &txn.others {
-                net.send(
-                    n,
-                    StarMsg::CalvinReads {
-                        batch: batch_of(id),
-                        index: id as u32,
-                        rows: rows.clone(),
-                    },
-                );
+            let reads = StarMsg::CalvinReads {
+                batch: batch_of(id),
+                index: id as u32,
+                rows: self.local_reads(id),
+            };
+            for &n in &self.txns[&id].others {
+                net.send_copy(n, &reads);
             }
         }
         let txn = &self.txns[&id];

@@ -21,7 +21,7 @@ use crate::tid::{ABSENT, LOCK, UNLINKED, tid};
 
 use super::Star;
 use super::format::{ReplicationError, push_upsert};
-use super::upsert::AbsentGroups;
+use super::upsert::InstallRule;
 
 impl Database<Star> {
     /// Parts table `t` is walked in by [`Database::copy_part`] (its index's shards).
@@ -101,6 +101,6 @@ impl Database<Star> {
     /// (deleted by a later write). Records at TID 0 (rows as loaded) are accepted. The whole
     /// input is checked first; a malformed one changes nothing. Returns the records installed.
     pub fn install_copy(&self, bytes: &[u8]) -> Result<usize, ReplicationError> {
-        Ok(self.upsert_rows(bytes, AbsentGroups::ByTid)?.groups)
+        Ok(self.upsert_rows(bytes, InstallRule::ByTid)?.groups)
     }
 }

@@ -27,7 +27,7 @@ use crate::tid::{ABSENT, LOCK, TidWord, UNLINKED, tid};
 use super::Star;
 use super::apply::unpack;
 use super::format::{Decoder, RecordKind, ReplicationError, push_upsert};
-use super::upsert::AbsentGroups;
+use super::upsert::InstallRule;
 
 /// One locked column group.
 struct Held {
@@ -227,7 +227,7 @@ impl<P: Protocol<Meta = TidWord>> Database<P> {
     /// the TID it carries unless it holds a later one or is locked by a transaction running here.
     /// For rows of partitions this node does not hold: it never replicates or digests them.
     pub fn cache_rows(&self, bytes: &[u8]) -> Result<usize, ReplicationError> {
-        Ok(self.upsert_rows(bytes, AbsentGroups::Fill)?.rows)
+        Ok(self.upsert_rows(bytes, InstallRule::Fill)?.rows)
     }
 
     /// Installs the rows of `bytes` (from [`Database::read_rows`] on the node owning them) over
@@ -236,6 +236,6 @@ impl<P: Protocol<Meta = TidWord>> Database<P> {
     /// and a participant's copy of others' partitions is written by its own runs, with TIDs not
     /// comparable with the owner's. Groups locked here are left alone. Returns the rows read.
     pub fn install_rows(&self, bytes: &[u8]) -> Result<usize, ReplicationError> {
-        Ok(self.upsert_rows(bytes, AbsentGroups::Overwrite)?.rows)
+        Ok(self.upsert_rows(bytes, InstallRule::Overwrite)?.rows)
     }
 }

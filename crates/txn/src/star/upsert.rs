@@ -17,7 +17,7 @@ use super::format::{Decoder, RecordKind, ReplicationError};
 
 /// Which incoming versions a record's groups take.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum AbsentGroups {
+pub(super) enum InstallRule {
     /// By TID, a group marked absent (deleted) like any other: a later delete wins over an earlier
     /// copy.
     ByTid,
@@ -39,11 +39,11 @@ pub(super) struct Upserted {
 
 impl<P: Protocol<Meta = TidWord>> Database<P> {
     /// Installs the upserts of `bytes` (replication format, TID 0 allowed) per column group as
-    /// `absent` says; the whole batch is decoded first, so a malformed one changes nothing.
+    /// `rule` says; the whole batch is decoded first, so a malformed one changes nothing.
     pub(super) fn upsert_rows(
         &self,
         bytes: &[u8],
-        absent: AbsentGroups,
+        rule: InstallRule,
     ) -> Result<Upserted, ReplicationError> {
         let schema_of = |t: TableId| self.tables().get(t as usize).map(|t| t.schema());
         Decoder::new(bytes, schema_of)
@@ -88,10 +88,10 @@ impl<P: Protocol<Meta = TidWord>> Database<P> {
                 // An equal TID is the same write (or a group revived at TID 0 with zero columns
                 // by a replication record that created the row): installing it again is harmless.
                 let word = meta.load();
-                let later = match absent {
-                    AbsentGroups::ByTid => tid(word) > r.tid,
-                    AbsentGroups::Fill => tid(word) > r.tid && word & ABSENT == 0,
-                    AbsentGroups::Overwrite => false,
+                let later = match rule {
+                    InstallRule::ByTid => tid(word) > r.tid,
+                    InstallRule::Fill => tid(word) > r.tid && word & ABSENT == 0,
+                    InstallRule::Overwrite => false,
                 };
                 if word & (LOCK | UNLINKED) != 0 || later {
                     continue;
