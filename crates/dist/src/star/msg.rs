@@ -276,8 +276,9 @@ pub enum StarMsg {
         /// The answer.
         answer: Answer,
     },
-    /// Dist-OCC/Dist-S2PL, home to a partition's primary: the rows `keys` (table, key) for the
-    /// home's transaction `txn` — a remote read, locking the rows first under S2PL (`lock`).
+    /// Dist-OCC/Dist-S2PL, home to a partition's primary: the rows `keys` (table, key) and every
+    /// row in the key ranges `scans` (table, low, high) for the home's transaction `txn` — remote
+    /// reads and scans, locking the rows first under S2PL (`lock`).
     Fetch {
         /// The home's id for the transaction.
         txn: u64,
@@ -285,6 +286,8 @@ pub enum StarMsg {
         lock: bool,
         /// The rows.
         keys: Vec<(u32, u64)>,
+        /// The key ranges scanned (tables with an ordered index).
+        scans: Vec<(u32, u64, u64)>,
     },
     /// Primary to home: the rows fetched, as replication records with their TIDs; `ok` false if
     /// one was locked (NO_WAIT: the transaction aborts).
@@ -297,8 +300,10 @@ pub enum StarMsg {
         #[serde(with = "serde_bytes")]
         bytes: Vec<u8>,
     },
-    /// Home to participant, two-phase commit's prepare (Dist-OCC): lock `writes` (NO_WAIT) and
-    /// validate `reads` (table, key, column group, TID word read); answered with a vote.
+    /// Home to participant, two-phase commit's prepare (Dist-OCC, and Dist-S2PL for a
+    /// transaction that scanned there): lock `writes` (NO_WAIT), validate `reads` (table, key,
+    /// column group, TID word read) and check that each range of `scans` holds no row the
+    /// transaction did not read (no phantom); answered with a vote.
     Prepare {
         /// The home's id for the transaction.
         txn: u64,
@@ -306,6 +311,8 @@ pub enum StarMsg {
         writes: Vec<(u32, u64)>,
         /// Column groups read, with the words observed.
         reads: Vec<(u32, u64, u8, u64)>,
+        /// The key ranges scanned there (table, low, high).
+        scans: Vec<(u32, u64, u64)>,
     },
     /// Home to participant: validate the prepare's reads again, now that every participant holds
     /// its locks; answered with a vote.

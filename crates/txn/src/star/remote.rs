@@ -12,6 +12,10 @@
 //!   database, in partitions it does not hold, so the stored procedure reruns over them through
 //!   the ordinary `Tx` API; their TID words are the primary's, so the versions it reads are the
 //!   ones the participants validate.
+//! - [`Database::range_keys`] and [`Database::forget_range`]: remote scans — the participant
+//!   names the rows a key range holds (fetched like any remote read, and checked again at
+//!   prepare for phantoms), and the home clears its cached copy of the range before it caches
+//!   the owner's rows, so a row deleted at the owner does not linger in the home's scans.
 //! - [`Database::install_rows`]: the same for Calvin's remote reads (Thomson et al., SIGMOD 2012,
 //!   §4.2), where the rows sent are the owner's current values and always replace the copy here.
 
@@ -221,6 +225,59 @@ impl<P: Protocol<Meta = TidWord>> Database<P> {
             }
         }
         Ok(())
+    }
+
+    /// Appends to `out` the keys of table `t` in `lo..=hi`, in key order, whose row may be
+    /// present: every linked row but those absent or unlinked and unlocked (a locked absent row
+    /// is an insert in progress). What a scan there could see: a remote scan's rows, and at
+    /// prepare, what the home's scan must have read for the range to hold no phantom. False if
+    /// `t` is no table with an ordered index.
+    pub fn range_keys(&self, t: TableId, lo: u64, hi: u64, out: &mut Vec<u64>) -> bool {
+        let Some(table) = self.tables().get(t as usize) else {
+            return false;
+        };
+        if !table.is_ordered() || lo > hi {
+            return false;
+        }
+        let layout = table.layout();
+        let guard = phasedb_storage::pin();
+        table.scan(lo, hi, &guard, |key, rec| {
+            let word = rec.meta(layout, 0).load();
+            if word & LOCK != 0 || word & (ABSENT | UNLINKED) == 0 {
+                out.push(key);
+            }
+            true
+        });
+        true
+    }
+
+    /// Makes the unlocked rows of table `t` in `lo..=hi` absent at TID 0, so that rows fetched
+    /// from their owner land and nothing else in the range stays visible: a home's cached copy
+    /// of a range in a partition it does not hold, cleared before a remote scan's rows are
+    /// cached. Never for a partition this node holds (its copy is a replica). Returns the rows
+    /// cleared; nothing if `t` has no ordered index.
+    pub fn forget_range(&self, t: TableId, lo: u64, hi: u64) -> usize {
+        let Some(table) = self.tables().get(t as usize) else {
+            return 0;
+        };
+        if !table.is_ordered() || lo > hi {
+            return 0;
+        }
+        let (groups, layout) = (table.schema().groups().len(), table.layout());
+        let guard = phasedb_storage::pin();
+        let mut rows = 0;
+        table.scan(lo, hi, &guard, |_, rec| {
+            rows += 1;
+            for g in 0..groups {
+                let meta = rec.meta(layout, g);
+                let word = meta.load();
+                if word & LOCK == 0 && meta.try_lock(word) {
+                    meta.publish(ABSENT);
+                }
+            }
+            true
+        });
+        rows
     }
 
     /// Keeps the rows of `bytes` (from [`Database::read_rows`]) as records here, each group with

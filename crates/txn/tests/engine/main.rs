@@ -13,6 +13,7 @@ mod granularity;
 mod hold_locks;
 mod hot;
 mod reclaim;
+mod remote_scans;
 mod serializable;
 mod star;
 mod upgrade;

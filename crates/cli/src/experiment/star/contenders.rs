@@ -64,17 +64,6 @@ pub const CONTENDERS: &[Contender] = &[
     Contender::new(StarAlgorithm::DistS2pl, ReplicationSync::Sync),
 ];
 
-impl Contender {
-    /// Dist-OCC or Dist-S2PL: partitioned, with remote point reads only (a remote scan, such as
-    /// TPC-C Payment's customer by last name on another warehouse, fails its request).
-    pub fn is_distributed(&self) -> bool {
-        matches!(
-            self.algorithm,
-            StarAlgorithm::DistOcc | StarAlgorithm::DistS2pl
-        )
-    }
-}
-
 /// What a `--quick` run measures: STAR, PB-OCC both ways and Dist-OCC and Dist-S2PL asynchronous,
 /// enough to check end to end that every algorithm runs and its replicas agree.
 const QUICK: &[Contender] = &[

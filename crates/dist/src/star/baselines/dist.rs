@@ -59,8 +59,14 @@ use crate::star::stats::{
     latency_histogram,
 };
 
-/// A participant's part of a prepare: its node, the rows written there, the groups read there.
-type PreparePart = (Addr, Vec<(u32, u64)>, Vec<(u32, u64, u8, u64)>);
+/// A participant's part of a prepare: its node, the rows written there, the groups read there,
+/// the key ranges scanned there.
+type PreparePart = (
+    Addr,
+    Vec<(u32, u64)>,
+    Vec<(u32, u64, u8, u64)>,
+    Vec<(u32, u64, u64)>,
+);
 
 /// Which distributed baseline a [`DistNode`] runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +94,11 @@ struct Txn<R> {
     stage: Stage,
     /// Rows fetched for it (table, key).
     fetched: Vec<(u32, u64)>,
+    /// Key ranges fetched for it (table, low, high): its remote scans.
+    scanned: Vec<(u32, u64, u64)>,
+    /// The remote scans of the fetch in progress, by owner: the home's cached copy of each
+    /// range is cleared as the owner's rows come (when the home holds no replica of it).
+    asked: Vec<(Addr, (u32, u64, u64))>,
     /// Participants that may hold something for it (locks, a prepare).
     contacted: Vec<Addr>,
     /// Replies still awaited.
@@ -399,6 +410,8 @@ where
                 cross,
                 stage: Stage::Fetching,
                 fetched: Vec::new(),
+                scanned: Vec::new(),
+                asked: Vec::new(),
                 contacted: Vec::new(),
                 waiting: 0,
                 failed: false,
@@ -442,8 +455,10 @@ where
     fn attempt<T: Transport<StarMsg>>(&mut self, net: &mut T, id: u64, txn: Txn<W::Request>) {
         let worker = self.workers.get(txn.worker);
         let result = self.workload.run(&txn.pending.req, worker);
-        // The remote rows this run read, wrote or missed that were not fetched for it.
+        // The remote rows this run read, wrote or missed, and the remote ranges it scanned, that
+        // were not fetched for it.
         let mut missing: Vec<(Addr, (u32, u64))> = Vec::new();
+        let mut ranges: Vec<(Addr, (u32, u64, u64))> = Vec::new();
         let mut bad = None;
         {
             let (layout, workload, me) = (&self.layout, self.workload, self.me);
@@ -456,16 +471,33 @@ where
             for (t, k) in rows {
                 if let Some(owner) = owner_of(t, k)
                     && !txn.fetched.contains(&(t, k))
+                    && !txn
+                        .scanned
+                        .iter()
+                        .any(|&(st, lo, hi)| st == t && (lo..=hi).contains(&k))
                     && !missing.iter().any(|&(_, r)| r == (t, k))
                 {
                     missing.push((owner, (t, k)));
                 }
             }
             for (t, lo, hi) in w.last_scans() {
-                if owner_of(t, lo).is_some() || owner_of(t, hi).is_some() {
-                    bad = Some("a scan of a partition another node masters");
+                let spans = workload.partition_of(t, lo) != workload.partition_of(t, hi);
+                match (owner_of(t, lo), owner_of(t, hi)) {
+                    (None, None) => {}
+                    (Some(owner), _) if !spans => {
+                        if !txn.scanned.contains(&(t, lo, hi)) {
+                            ranges.push((owner, (t, lo, hi)));
+                        }
+                    }
+                    _ => bad = Some("a scan across partitions another node masters"),
                 }
             }
+            // A range's fetch brings its rows.
+            missing.retain(|&(_, (t, k))| {
+                !ranges
+                    .iter()
+                    .any(|&(_, (st, lo, hi))| st == t && (lo..=hi).contains(&k))
+            });
             if result.is_ok()
                 && w.prepared_writes()
                     .any(|(t, k, update)| !update && owner_of(t, k).is_some())
@@ -477,12 +509,16 @@ where
             let text = format!("{:?} cannot run {what}", self.protocol);
             return self.fail(net, txn, text);
         }
-        if !missing.is_empty() && !matches!(result, Err(TxError::Conflict(_))) {
-            return self.fetch(net, id, txn, missing);
+        if (!missing.is_empty() || !ranges.is_empty())
+            && !matches!(result, Err(TxError::Conflict(_)))
+        {
+            return self.fetch(net, id, txn, missing, ranges);
         }
         match result {
             Ok(()) => {
-                if self.protocol == DistProtocol::Occ {
+                // A remote scan is checked for phantoms at prepare, under Dist-S2PL too (its row
+                // locks do not keep rows out of a range).
+                if self.protocol == DistProtocol::Occ || !txn.scanned.is_empty() {
                     self.prepare(net, id, txn);
                 } else {
                     self.commit(net, id, txn);
@@ -508,26 +544,42 @@ where
         }
     }
 
-    /// Fetches `rows` from their primaries and parks `txn` until every reply came.
+    /// Fetches `rows` and the rows of the key ranges `ranges` from their primaries and parks
+    /// `txn` until every reply came.
     fn fetch<T: Transport<StarMsg>>(
         &mut self,
         net: &mut T,
         id: u64,
         mut txn: Txn<W::Request>,
         mut rows: Vec<(Addr, (u32, u64))>,
+        mut ranges: Vec<(Addr, (u32, u64, u64))>,
     ) {
         let worker = self.workers.get(txn.worker);
         if worker.is_prepared() {
             worker.abort_prepared();
         }
         rows.sort_unstable();
+        ranges.sort_unstable();
         let lock = self.protocol == DistProtocol::S2pl;
         txn.stage = Stage::Fetching;
         txn.waiting = 0;
-        for chunk in rows.chunk_by(|a, b| a.0 == b.0) {
-            let owner = chunk[0].0;
-            let keys: Vec<(u32, u64)> = chunk.iter().map(|&(_, r)| r).collect();
+        let mut owners: Vec<Addr> = rows.iter().map(|r| r.0).collect();
+        owners.extend(ranges.iter().map(|r| r.0));
+        owners.sort_unstable();
+        owners.dedup();
+        for owner in owners {
+            let keys: Vec<(u32, u64)> = rows
+                .iter()
+                .filter(|r| r.0 == owner)
+                .map(|&(_, r)| r)
+                .collect();
+            let scans: Vec<(u32, u64, u64)> = ranges
+                .iter()
+                .filter(|r| r.0 == owner)
+                .map(|&(_, r)| r)
+                .collect();
             txn.fetched.extend_from_slice(&keys);
+            txn.scanned.extend_from_slice(&scans);
             if lock && !txn.contacted.contains(&owner) {
                 txn.contacted.push(owner);
             }
@@ -539,9 +591,11 @@ where
                     txn: id,
                     lock,
                     keys,
+                    scans,
                 },
             );
         }
+        txn.asked = ranges;
         self.txns.insert(id, txn);
     }
 
@@ -552,13 +606,14 @@ where
         let w = self.workers.get(txn.worker);
         let writes: Vec<(u32, u64)> = w.prepared_writes().map(|(t, k, _)| (t, k)).collect();
         let reads: Vec<(u32, u64, u8, u64)> = w.prepared_reads().collect();
-        let part = |parts: &mut Vec<(Addr, _, _)>, owner: Addr| match parts
+        let scans: Vec<(u32, u64, u64)> = w.last_scans().collect();
+        let part = |parts: &mut Vec<PreparePart>, owner: Addr| match parts
             .iter()
             .position(|p| p.0 == owner)
         {
             Some(i) => i,
             None => {
-                parts.push((owner, Vec::new(), Vec::new()));
+                parts.push((owner, Vec::new(), Vec::new(), Vec::new()));
                 parts.len() - 1
             }
         };
@@ -574,13 +629,21 @@ where
                 parts[i].2.push(r);
             }
         }
+        for r in scans {
+            if let Some(owner) = self.remote_owner(r.0, r.1) {
+                let i = part(&mut parts, owner);
+                parts[i].3.push(r);
+            }
+        }
         if parts.is_empty() {
             return self.commit(net, id, txn);
         }
         txn.stage = Stage::Preparing;
         txn.waiting = parts.len();
-        for (owner, writes, reads) in parts {
-            txn.contacted.push(owner);
+        for (owner, writes, reads, scans) in parts {
+            if !txn.contacted.contains(&owner) {
+                txn.contacted.push(owner);
+            }
             self.requests.remote_rounds += 1;
             net.send(
                 owner,
@@ -588,6 +651,7 @@ where
                     txn: id,
                     writes,
                     reads,
+                    scans,
                 },
             );
         }
@@ -712,6 +776,7 @@ where
     fn on_reply<T: Transport<StarMsg>>(
         &mut self,
         net: &mut T,
+        from: Addr,
         id: u64,
         ok: bool,
         rows: &[u8],
@@ -721,6 +786,19 @@ where
             return;
         };
         txn.floor = txn.floor.max(floor);
+        if ok && txn.stage == Stage::Fetching {
+            // The owner's rows of each range replace the cached ones; a replica held here is
+            // kept by replication instead.
+            for &(_, (t, lo, hi)) in txn.asked.iter().filter(|a| a.0 == from) {
+                let held = self
+                    .workload
+                    .partition_of(t, lo)
+                    .is_some_and(|p| self.layout.holds(self.me, p));
+                if !held {
+                    self.db.forget_range(t, lo, hi);
+                }
+            }
+        }
         if !ok || (!rows.is_empty() && self.db.cache_rows(rows).is_err()) {
             txn.failed = true;
         }
@@ -852,9 +930,11 @@ where
                 self.acks.on_ack(from, through);
                 self.settle(net);
             }
-            StarMsg::Rows { txn, ok, bytes } if from_node => self.on_reply(net, txn, ok, &bytes, 0),
+            StarMsg::Rows { txn, ok, bytes } if from_node => {
+                self.on_reply(net, from, txn, ok, &bytes, 0)
+            }
             StarMsg::Vote { txn, yes, floor } if from_node => {
-                self.on_reply(net, txn, yes, &[], floor)
+                self.on_reply(net, from, txn, yes, &[], floor)
             }
             StarMsg::Request { rid, body } | StarMsg::ReadCommitted { rid, body } => {
                 self.requests.received += 1;
