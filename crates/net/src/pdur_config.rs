@@ -19,6 +19,7 @@
 //! tick_us = 1000                 # raft tick
 //! batch_bytes = 65536            # a broadcast batch is proposed once it holds this much
 //! snapshot_entries = 10000       # broadcast entries between two snapshots (state transfer)
+//! snapshot_chunk_bytes = 1048576 # a snapshot larger than this travels in chunks of this size
 //! rebroadcast_ms = 1200          # a request delivered by only some of its groups goes to the others after this
 //! seed = 1
 //! ```
@@ -77,6 +78,12 @@ pub struct PdurTable {
     /// replica that fell behind or restarted receives, with the log after it).
     #[serde(default = "PdurTable::default_snapshot_entries")]
     pub snapshot_entries: u64,
+    /// Bytes of one chunk of a snapshot sent to a replica that fell behind or rejoins: a larger
+    /// snapshot travels as chunks of this size, installed once whole. At least 64 KiB (a
+    /// snapshot has at most 65,536 chunks, so up to 4 GiB of image) and at most half a transport
+    /// frame.
+    #[serde(default = "PdurTable::default_snapshot_chunk_bytes")]
+    pub snapshot_chunk_bytes: u64,
     /// Milliseconds a cross-partition request may stay delivered by only some of the groups it
     /// names before a replica proposes it to the others (its client's replica may have died
     /// between its proposals, leaving the partitions that delivered it waiting for votes). The
@@ -89,6 +96,10 @@ pub struct PdurTable {
     #[serde(default = "PdurTable::default_seed")]
     pub seed: u64,
 }
+
+/// The smallest [`PdurTable::snapshot_chunk_bytes`] accepted: a snapshot travels in at most
+/// 65,536 chunks, so this lets images up to 4 GiB through.
+pub const MIN_SNAPSHOT_CHUNK_BYTES: u64 = 64 << 10;
 
 /// The longest [`PdurTable::rebroadcast_ms`] accepted (ten minutes): a partial request blocks
 /// its partitions' stable snapshots until it is finished.
@@ -131,6 +142,9 @@ impl PdurTable {
     fn default_snapshot_entries() -> u64 {
         10_000
     }
+    fn default_snapshot_chunk_bytes() -> u64 {
+        1 << 20
+    }
     fn default_rebroadcast_ms() -> u64 {
         1200
     }
@@ -156,6 +170,7 @@ impl PdurTable {
             tick_us: Self::default_tick_us(),
             batch_bytes: Self::default_batch_bytes(),
             snapshot_entries: Self::default_snapshot_entries(),
+            snapshot_chunk_bytes: Self::default_snapshot_chunk_bytes(),
             rebroadcast_ms: Self::default_rebroadcast_ms(),
             seed: Self::default_seed(),
         }
@@ -237,6 +252,15 @@ impl PdurTable {
         }
         if self.snapshot_entries == 0 {
             return bad("snapshot_entries must be positive".into());
+        }
+        let chunks = MIN_SNAPSHOT_CHUNK_BYTES..=crate::wire::MAX_FRAME as u64 / 2;
+        if !chunks.contains(&self.snapshot_chunk_bytes) {
+            return bad(format!(
+                "snapshot_chunk_bytes must be {}..={} (64 KiB to half a transport frame), not {}",
+                chunks.start(),
+                chunks.end(),
+                self.snapshot_chunk_bytes
+            ));
         }
         if !(1..=MAX_REBROADCAST_MS).contains(&self.rebroadcast_ms) {
             return bad(format!(

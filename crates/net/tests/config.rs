@@ -361,3 +361,23 @@ fn a_zero_or_absurd_pdur_rebroadcast_delay_is_refused_naming_the_field() {
     let e = err(&format!("{PDUR}rebroadcast_ms = -5\n"));
     assert!(e.contains("rebroadcast_ms"), "{e}");
 }
+
+#[test]
+fn the_pdur_snapshot_chunk_size_defaults_to_1_mib_round_trips_and_refuses_what_cannot_work() {
+    let c = ClusterConfig::from_toml(PDUR).unwrap();
+    assert_eq!(c.pdur.as_ref().unwrap().snapshot_chunk_bytes, 1 << 20);
+    let set = ClusterConfig::from_toml(&format!("{PDUR}snapshot_chunk_bytes = 65536\n")).unwrap();
+    assert_eq!(set.pdur.as_ref().unwrap().snapshot_chunk_bytes, 65536);
+    let back = ClusterConfig::from_toml(&set.to_toml()).unwrap();
+    assert_eq!(back.pdur.unwrap().snapshot_chunk_bytes, 65536);
+    let most = phasedb_net::wire::MAX_FRAME / 2;
+    ClusterConfig::from_toml(&format!("{PDUR}snapshot_chunk_bytes = {most}\n"))
+        .expect("half a frame");
+    for bad in ["0".to_string(), "65535".into(), (most + 1).to_string()] {
+        let e = err(&format!("{PDUR}snapshot_chunk_bytes = {bad}\n"));
+        assert!(
+            e.contains("[pdur] snapshot_chunk_bytes must be 65536..=") && e.contains(&bad),
+            "{bad}: {e}"
+        );
+    }
+}

@@ -820,6 +820,7 @@ pub fn broadcast_config(table: &PdurTable) -> BroadcastConfig {
         batch_bytes: table.batch_bytes as usize,
         snapshot_entries: table.snapshot_entries,
         retained_entries: (table.snapshot_entries / 10).max(1),
+        snapshot_chunk_bytes: table.snapshot_chunk_bytes as usize,
         seed: table.seed,
         ..BroadcastConfig::default()
     }
@@ -925,4 +926,32 @@ pub async fn serve(
     served.map_err(|e| format!("cannot serve on {me}: {e}"))?;
     endpoint?;
     Ok(node.finish(Duration::from_secs(2)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tables_snapshot_settings_reach_the_broadcast_and_pass_its_checks() {
+        let table = PdurTable {
+            snapshot_entries: 500,
+            snapshot_chunk_bytes: 64 << 10,
+            ..PdurTable::new(2)
+        };
+        let b = broadcast_config(&table);
+        assert_eq!(
+            (b.snapshot_entries, b.snapshot_chunk_bytes),
+            (500, 64 << 10)
+        );
+        assert!(b.validate().is_ok());
+        let largest = PdurTable {
+            snapshot_chunk_bytes: phasedb_net::wire::MAX_FRAME as u64 / 2,
+            ..PdurTable::new(2)
+        };
+        assert!(
+            largest.validate(3).is_ok() && broadcast_config(&largest).validate().is_ok(),
+            "what the table accepts, the broadcast accepts"
+        );
+    }
 }
