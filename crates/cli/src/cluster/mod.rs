@@ -9,5 +9,6 @@ mod pdur_node;
 mod report;
 pub mod star;
 mod star_node;
+mod star_history;
 mod star_report;
 pub mod star_workload;
