@@ -32,7 +32,14 @@ fn killed_run(victim: u32, layout: &[&str]) -> Value {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = Command::new(env!("CARGO_BIN_EXE_phasedb"))
         .args(["bench", "tpcc", "--cluster", "3", "--algorithm", "star"])
-        .args(["--warehouses", "3", "--mix", "no-p", "--cross-partition", "0.2"])
+        .args([
+            "--warehouses",
+            "3",
+            "--mix",
+            "no-p",
+            "--cross-partition",
+            "0.2",
+        ])
         .args(layout)
         .args(["--no-pin", "--json", "--verify"])
         .args(["--warmup", "0.3", "--duration", "3"])

@@ -19,10 +19,7 @@ pub fn history_dir() -> (PathBuf, String) {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "phasedb-history-{}-{nanos}",
-        std::process::id()
-    ));
+    let dir = std::env::temp_dir().join(format!("phasedb-history-{}-{nanos}", std::process::id()));
     let file = dir.join(format!("node-{NODE_PLACEHOLDER}.jsonl"));
     (dir, file.display().to_string())
 }

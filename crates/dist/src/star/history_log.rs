@@ -414,7 +414,8 @@ pub fn read_cluster_history(paths: &[PathBuf]) -> Result<ClusterHistory, String>
                     continue;
                 }
                 // Node in the top bits (as `node_history` does), the process below them.
-                t.id = ((node as u64 + 1) << 52) | ((k as u64 & 0xf) << 48) | (t.id & ((1 << 48) - 1));
+                t.id =
+                    ((node as u64 + 1) << 52) | ((k as u64 & 0xf) << 48) | (t.id & ((1 << 48) - 1));
                 kept.push(t);
             }
         }
@@ -462,22 +463,53 @@ mod tests {
         let d = dir("history-log");
         let paths = vec![d.join("0.jsonl"), d.join("1.jsonl")];
         let mut live = HistoryWriter::open(&paths[0], 0, 7).unwrap();
-        live.phase(3, History::from_iter([txn(1, 1, 3, 0)])).unwrap();
+        live.phase(
+            3,
+            History {
+                txns: vec![txn(1, 1, 3, 0)],
+            },
+        )
+        .unwrap();
         live.write(&Line::Failed { node: 1, phase: 5 }, false)
             .unwrap();
         let mut dead = HistoryWriter::open(&paths[1], 1, 8).unwrap();
-        dead.phase(4, History::from_iter([txn(2, 2, 4, 0)])).unwrap();
-        dead.phase(5, History::from_iter([txn(3, 2, 5, version(4, 2))]))
+        dead.phase(
+            4,
+            History {
+                txns: vec![txn(2, 2, 4, 0)],
+            },
+        )
+        .unwrap();
+        dead.phase(
+            5,
+            History {
+                txns: vec![txn(3, 2, 5, version(4, 2))],
+            },
+        )
+        .unwrap();
+        dead.file
+            .write_all(b"{\"phase\":{\"phase\":6,\"tx")
             .unwrap();
-        dead.file.write_all(b"{\"phase\":{\"phase\":6,\"tx").unwrap();
         let read = read_cluster_history(&paths).unwrap();
         assert_eq!(read.failures, vec![(1, 5)]);
         assert_eq!(read.per_node, vec![1, 1]);
         assert_eq!(read.dropped, 1, "the write of phase 5 is taken back");
-        assert!(read.history.txns.iter().all(|t| phase_of(t.writes[0].version) < 5));
+        assert!(
+            read.history
+                .txns
+                .iter()
+                .all(|t| phase_of(t.writes[0].version) < 5)
+        );
         // A restarted process of the node starts a new segment, not cut by the old failure.
         let mut again = HistoryWriter::open(&paths[1], 1, 9).unwrap();
-        again.phase(9, History::from_iter([txn(1, 3, 9, 0)])).unwrap();
+        again
+            .phase(
+                9,
+                History {
+                    txns: vec![txn(1, 3, 9, 0)],
+                },
+            )
+            .unwrap();
         let read = read_cluster_history(&paths).unwrap();
         assert_eq!(read.per_node, vec![1, 2]);
         let ids: std::collections::BTreeSet<u64> = read.history.txns.iter().map(|t| t.id).collect();
@@ -490,7 +522,13 @@ mod tests {
         let d = dir("history-log-torn");
         let paths = vec![d.join("0.jsonl")];
         let mut w = HistoryWriter::open(&paths[0], 0, 1).unwrap();
-        w.phase(1, History::from_iter([txn(1, 1, 1, 0)])).unwrap();
+        w.phase(
+            1,
+            History {
+                txns: vec![txn(1, 1, 1, 0)],
+            },
+        )
+        .unwrap();
         w.file.write_all(b"{\"phase\":").unwrap();
         let e = read_cluster_history(&paths).unwrap_err();
         assert!(e.contains("not declared failed"), "{e}");
