@@ -79,13 +79,12 @@ where
     let history = star.history_of(id);
     let db = open_database(&mut workload, &layout, id, history.is_some())
         .map_err(|e| invalid(e.to_string()))?;
-    let writer =
-        match &history {
-            Some(path) => Some(HistoryWriter::open(path, id, settings.incarnation).map_err(
-                |e| std::io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display())),
-            )?),
-            None => None,
-        };
+    let opened = |path: &std::path::Path| {
+        HistoryWriter::open(path, id, settings.incarnation).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
+        })
+    };
+    let writer = history.as_deref().map(opened).transpose()?;
     let mut opts = TcpOptions::new(id, cfg.peer_addrs());
     opts.listen = Some(me.addr);
     opts.listener = listener;
