@@ -413,9 +413,9 @@ pub fn read_cluster_history(paths: &[PathBuf]) -> Result<ClusterHistory, String>
                     out.dropped += 1;
                     continue;
                 }
-                // Node in the top bits (as `node_history` does), the process below them.
-                t.id =
-                    ((node as u64 + 1) << 52) | ((k as u64 & 0xf) << 48) | (t.id & ((1 << 48) - 1));
+                // Node in the top bits (as `node_history` does), the process below them, then
+                // the order in the file (a worker numbers each part it hands over afresh).
+                t.id = ((node as u64 + 1) << 52) | ((k as u64 & 0xf) << 48) | kept.len() as u64;
                 kept.push(t);
             }
         }

@@ -277,6 +277,9 @@ pub struct StarNode<'db, W: Procedures> {
     /// When the database records histories: each phase's committed transactions, taken at its
     /// start fence, until the host takes them ([`StarNode::take_recorded`]).
     pub(crate) recorded: Vec<(Phase, History)>,
+    /// Transactions taken from the workers so far: the next one's id (a worker numbers what it
+    /// recorded since its history was last taken, so ids are renumbered per node).
+    pub(crate) taken: u64,
 }
 
 impl<'db, W> StarNode<'db, W>
@@ -343,6 +346,7 @@ where
             fall_back: None,
             early: Vec::new(),
             recorded: Vec::new(),
+            taken: 0,
             queues: Queues::new(masters.len()),
             report: PhaseReport::default(),
             types: workload
@@ -468,7 +472,12 @@ where
             parts.push(w.take_history());
         }
         parts.extend(self.fall_back_histories());
-        node_history(self.me, self.db, parts)
+        let mut h = node_history(self.me, self.db, parts);
+        for t in &mut h.txns {
+            t.id = ((self.me as u64 + 1) << 52) | self.taken;
+            self.taken += 1;
+        }
+        h
     }
 
     /// The committed transactions this node handed over since the last call, when its database

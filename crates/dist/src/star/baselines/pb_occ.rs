@@ -201,11 +201,6 @@ where
         }
     }
 
-    /// The current group commit.
-    pub fn group(&self) -> u64 {
-        self.group
-    }
-
     /// A digest of each partition this node holds (equal on every replica once quiet).
     pub fn digests(&self) -> Vec<PartitionDigest> {
         partition_digests(self.db, self.workload, &self.layout, self.me)
