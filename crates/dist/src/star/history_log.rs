@@ -319,8 +319,11 @@ struct Segment {
     torn: Option<String>,
 }
 
+/// What one file holds: its processes' segments, and the failures it announces.
+type Parsed = (Vec<Segment>, Vec<(Addr, Phase)>);
+
 /// The segments and failure lines of one file's `text`.
-fn parse(path: &Path, text: &str) -> Result<(Vec<Segment>, Vec<(Addr, Phase)>), String> {
+fn parse(path: &Path, text: &str) -> Result<Parsed, String> {
     let mut segments: Vec<Segment> = Vec::new();
     let mut failures = Vec::new();
     for (i, raw) in text.lines().enumerate() {
