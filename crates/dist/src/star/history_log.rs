@@ -80,6 +80,8 @@ pub enum Line {
 
 /// A node whose committed transactions its host takes as they are handed over.
 pub trait Recording {
+    /// Asks the node to hand its history over as it goes (its host takes it).
+    fn hand_over(&mut self) {}
     /// What was handed over since the last call, with the phase of each part.
     fn take_recorded(&mut self) -> Vec<(Phase, History)>;
     /// Whatever committed and was not handed over yet (at a clean stop), with the current phase.
@@ -95,6 +97,10 @@ where
     W: Procedures,
     W::Request: Serialize + DeserializeOwned,
 {
+    fn hand_over(&mut self) {
+        self.hand_over_history();
+    }
+
     fn take_recorded(&mut self) -> Vec<(Phase, History)> {
         StarNode::take_recorded(self)
     }
@@ -236,6 +242,7 @@ pub struct Recorder<'a, N> {
 impl<'a, N: Recording> Recorder<'a, N> {
     /// `node`, writing to `writer`.
     pub fn new(node: &'a mut N, writer: HistoryWriter) -> Self {
+        node.hand_over();
         Recorder {
             node,
             writer,

@@ -274,9 +274,12 @@ pub struct StarNode<'db, W: Procedures> {
     pub(crate) fall_back: Option<FallBack<'db, W>>,
     /// Dist-OCC messages that came before this node switched (`fallback`).
     pub(crate) early: Vec<(Addr, StarMsg)>,
-    /// When the database records histories: each phase's committed transactions, taken at its
-    /// start fence, until the host takes them ([`StarNode::take_recorded`]).
+    /// Once the host asked for it ([`StarNode::hand_over_history`]): each phase's committed
+    /// transactions, taken at its start fence, until the host takes them
+    /// ([`StarNode::take_recorded`]).
     pub(crate) recorded: Vec<(Phase, History)>,
+    /// Whether the host takes the history as it goes.
+    pub(crate) hand_over: bool,
     /// Transactions taken from the workers so far: the next one's id (a worker numbers what it
     /// recorded since its history was last taken, so ids are renumbered per node).
     pub(crate) taken: u64,
@@ -346,6 +349,7 @@ where
             fall_back: None,
             early: Vec::new(),
             recorded: Vec::new(),
+            hand_over: false,
             taken: 0,
             queues: Queues::new(masters.len()),
             report: PhaseReport::default(),
@@ -480,13 +484,20 @@ where
         h
     }
 
-    /// The committed transactions this node handed over since the last call, when its database
-    /// records histories: each STAR phase's, with the phase, as its start fence took them (before
+    /// From now on (when its database records histories) the node hands its committed
+    /// transactions over to [`StarNode::take_recorded`] as they become final; otherwise they stay
+    /// with its workers until [`StarNode::take_history`].
+    pub fn hand_over_history(&mut self) {
+        self.hand_over = true;
+    }
+
+    /// The committed transactions this node handed over since the last call (after
+    /// [`StarNode::hand_over_history`], when its database records histories): each STAR phase's, with the phase, as its start fence took them (before
     /// any message of the fence left, so before the phase can become irrevocable); under the
     /// fall-back to Dist-OCC, whatever committed since, with the current group. A host that keeps
     /// a history outside the process calls it after every event (`history_log`).
     pub fn take_recorded(&mut self) -> Vec<(Phase, History)> {
-        if self.fall_back.is_some() {
+        if self.hand_over && self.fall_back.is_some() {
             let h = self.take_executed();
             if !h.is_empty() {
                 self.recorded.push((self.phase(), h));
@@ -555,7 +566,7 @@ where
             return;
         }
         self.fence.start();
-        if self.db.config().record_history {
+        if self.hand_over && self.db.config().record_history {
             // The phase's transactions are final here unless this node fails in it: its host
             // writes them out before the fence's messages leave (`history_log`).
             let h = self.take_executed();
