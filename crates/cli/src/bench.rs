@@ -40,7 +40,10 @@ pub struct Common {
     /// Print one JSON object instead of the table.
     #[arg(long, global = true)]
     pub json: bool,
-    /// Record the history and check it is serializable after the run (slow; keep runs short).
+    /// Record the history and check it is serializable after the run (slow; keep runs short). On
+    /// a STAR cluster (star, pb-occ, dist-*), every node appends its history to a file as it
+    /// goes, a node killed with --kill-node included, and the merged history must also hold every
+    /// acknowledged transaction; on RAMP, a Read Atomic check.
     #[arg(long, global = true)]
     pub verify: bool,
     /// Record the history and write it to FILE after the run, for Elle or another checker (slow;

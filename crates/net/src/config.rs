@@ -261,6 +261,12 @@ pub struct StarConfig {
     /// STAR: a node heard from for this many milliseconds is declared failed (fail-stop, §7.1).
     #[serde(default = "StarConfig::default_failure_timeout_ms")]
     pub failure_timeout_ms: f64,
+    /// STAR and its baselines: where each node appends its committed history as it goes (JSON
+    /// lines, `phasedb_dist::star::history_log`), `{node}` standing for the node's id; none by
+    /// default (recording costs memory and I/O). A STAR node writes a phase's transactions when
+    /// the phase's replication fence starts, so a node killed later left them behind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<String>,
 }
 
 impl StarConfig {
@@ -316,7 +322,15 @@ impl StarConfig {
             calvin_groups: None,
             heartbeat_ms: Self::default_heartbeat_ms(),
             failure_timeout_ms: Self::default_failure_timeout_ms(),
+            history: None,
         }
+    }
+
+    /// The file node `id` appends its history to, if the table has a `history`.
+    pub fn history_of(&self, id: Addr) -> Option<std::path::PathBuf> {
+        self.history
+            .as_ref()
+            .map(|h| h.replace(NODE_PLACEHOLDER, &id.to_string()).into())
     }
 
     /// The iteration time.
@@ -395,6 +409,22 @@ impl StarConfig {
                 return Err(invalid(format!(
                     "[star] calvin_groups {groups:?} must be positive sizes adding up to the {nodes} nodes"
                 )));
+            }
+        }
+        if let Some(history) = &self.history {
+            if history.trim().is_empty() {
+                return Err(invalid("[star] history is empty"));
+            }
+            if nodes > 1 && !history.contains(NODE_PLACEHOLDER) {
+                return Err(invalid(format!(
+                    "[star] history {history:?} must contain {NODE_PLACEHOLDER} with more than one \
+                     node: two nodes must never append to one file"
+                )));
+            }
+            if self.algorithm == StarAlgorithm::Calvin {
+                return Err(invalid(
+                    "[star] history is recorded by STAR's nodes and its baselines', not Calvin's",
+                ));
             }
         }
         if !(0.0..=1.0).contains(&self.cross_partition) {

@@ -332,6 +332,34 @@ fn data_dir_of_puts_each_node_id_in_the_placeholder() {
     );
 }
 
+#[test]
+fn a_star_history_file_names_each_node_and_round_trips() {
+    let with = |history: &str, algorithm: &str| {
+        STAR.replace(
+            "[star]\n",
+            &format!("[star]\nhistory = {history:?}\nalgorithm = {algorithm:?}\n"),
+        )
+    };
+    let c = ClusterConfig::from_toml(STAR).unwrap();
+    assert_eq!(
+        c.star.as_ref().unwrap().history_of(0),
+        None,
+        "off by default"
+    );
+    let c = ClusterConfig::from_toml(&with("/h/node-{node}.jsonl", "star")).unwrap();
+    let star = c.star.as_ref().unwrap();
+    assert_eq!(
+        star.history_of(1),
+        Some(std::path::PathBuf::from("/h/node-1.jsonl"))
+    );
+    let back = ClusterConfig::from_toml(&c.to_toml()).unwrap();
+    assert_eq!(back.star, c.star, "a written history is read back");
+    assert!(err(&with("/h/all.jsonl", "star")).contains("must contain {node}"));
+    assert!(err(&with(" ", "star")).contains("history is empty"));
+    assert!(err(&with("/h/{node}", "calvin")).contains("not Calvin's"));
+    ClusterConfig::from_toml(&with("/h/{node}", "dist-occ")).unwrap();
+}
+
 const PDUR: &str = "[[nodes]]\nid = 0\naddr = \"127.0.0.1:1\"\n[pdur]\npartitions = 2\n";
 
 #[test]

@@ -8,6 +8,7 @@ pub mod pdur;
 mod pdur_node;
 mod report;
 pub mod star;
+mod star_history;
 mod star_node;
 mod star_report;
 pub mod star_workload;

@@ -22,6 +22,7 @@ use phasedb_net::{ClusterConfig, ReplicationSync, StarAlgorithm, StarConfig};
 
 use super::bench::ClusterArgs;
 use super::failures::FailureReport;
+use super::star_history;
 use super::star_report::{RunInfo, json, table};
 use super::star_workload::StarWorkload;
 use crate::bench::{Common, Granularity, TpccArgs, YcsbArgs};
@@ -231,9 +232,9 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
     if c.duration <= 0.0 {
         return fail("--duration must be positive");
     }
-    if c.verify {
+    if c.verify && args.algorithm == super::bench::CALVIN {
         return fail(
-            "--verify is not built for --algorithm star (its replicas are compared after every run)",
+            "--verify is not built for --algorithm calvin (its replicas are compared after every run)",
         );
     }
     if c.threads.is_some() {
@@ -254,6 +255,9 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
+    // --verify: where the nodes append their histories (a directory of this run's own for a
+    // cluster it starts, removed once checked unless the check fails).
+    let mut history_dir = None;
     let (config, mut processes) = match (&args.connect, args.cluster) {
         (Some(path), _) => {
             let cfg = match ClusterConfig::load(path) {
@@ -276,6 +280,12 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
                     "with --connect the workload comes from the cluster file's [star] table: drop the workload flags",
                 );
             }
+            if c.verify && star.history.is_none() {
+                return fail(format!(
+                    "--verify with --connect reads the nodes' history files: {}'s [star] table names none (history = \"/dir/node-{{node}}.jsonl\")",
+                    path.display()
+                ));
+            }
             if star.algorithm.name() != args.algorithm {
                 return fail(format!(
                     "the cluster runs {}, not {}",
@@ -296,17 +306,27 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
             if n == 0 || n > 64 {
                 return fail("--cluster must be between 1 and 64 nodes");
             }
-            let star = match star_table(args, c, &flags, n as u32) {
+            let mut star = match star_table(args, c, &flags, n as u32) {
                 Ok(s) => s,
                 Err(e) => return fail(e),
             };
+            if c.verify {
+                let (dir, file) = star_history::history_dir();
+                star.history = Some(file);
+                history_dir = Some(dir);
+            }
             let binary = match crate::this_program() {
                 Ok(b) => b,
                 Err(e) => return fail(format!("cannot find the phasedb binary: {e}")),
             };
             match ProcessCluster::start_star(&binary, n, star, server, net, !args.no_pin) {
                 Ok(p) => (p.config.clone(), Some(p)),
-                Err(e) => return fail(e),
+                Err(e) => {
+                    if let Some(dir) = &history_dir {
+                        let _ = std::fs::remove_dir_all(dir);
+                    }
+                    return fail(e);
+                }
             }
         }
         (None, None) => return fail("--cluster N or --connect FILE is required"),
@@ -360,6 +380,10 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
         phasedb_dist::star::bench::run(&config, &settings, watch)
     };
     bar.finish_and_clear();
+    let history_files = c
+        .verify
+        .then(|| star_history::history_files(&star, config.nodes.len()))
+        .flatten();
     let clean = processes.map(|p| {
         let killed = p.killed();
         (
@@ -374,9 +398,17 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
                 eprintln!("  {line}");
             }
             eprintln!("error: {e}");
+            if let Some(dir) = &history_dir {
+                let _ = std::fs::remove_dir_all(dir);
+            }
             return 1;
         }
     };
+    // Read once the nodes stopped (each wrote what it had left); with --connect, after the
+    // quiesce, by which every phase with load was fenced and written.
+    let history = history_files
+        .as_deref()
+        .map(|files| star_history::HistoryVerdict::check(files, report.acknowledged));
     for e in std::mem::take(&mut report.silences.events) {
         faults.note(e);
     }
@@ -400,10 +432,16 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
     if c.json {
         let mut out = json(&report, &info);
         out["failures"] = failures.json();
+        if let Some(h) = &history {
+            out["history"] = h.json();
+        }
         println!("{out}");
     } else {
         print!("{}", table(&report, &info));
         print!("{}", failures.table());
+        if let Some(h) = &history {
+            println!("\n{}", h.line());
+        }
     }
     if let Some((n, clean)) = clean
         && clean < n
@@ -426,6 +464,13 @@ pub fn run(args: &ClusterArgs, c: &Common, flags: WorkloadFlags) -> i32 {
     }
     if failures.fails() {
         code = 1;
+    }
+    if let Some(h) = &history
+        && h.fails(history_dir.as_deref())
+    {
+        code = 1;
+    } else if let Some(dir) = &history_dir {
+        let _ = std::fs::remove_dir_all(dir);
     }
     code
 }

@@ -157,10 +157,10 @@ pub fn run(
     let stopped = read_all(&client, Query::Load(false))?;
     let cut = stopped[groups.sequencer() as usize].times.phases;
     let deadline = Instant::now() + settings.quiesce_timeout;
-    loop {
+    let settled = loop {
         let stats = read_all(&client, Query::Stats)?;
         if stats.iter().all(|s| s.phase >= cut && s.idle) {
-            break;
+            break stats;
         }
         if Instant::now() >= deadline {
             return Err(format!(
@@ -174,7 +174,7 @@ pub fn run(
             rate: 0.0,
         })?;
         std::thread::sleep(Duration::from_millis(5));
-    }
+    };
     let digests = client
         .query_all(Query::Digests)
         .into_iter()
@@ -224,5 +224,6 @@ pub fn run(
         live: vec![true; groups.nodes() as usize],
         reincarnations: Vec::new(),
         fall_back: None,
+        acknowledged: settled.iter().map(StarStats::committed).sum(),
     })
 }

@@ -128,6 +128,10 @@ pub struct BenchReport {
     /// Whether the cluster fell back to Dist-OCC because no full replica was left (§7.2), and
     /// since when.
     pub fall_back: Option<FallBackSeen>,
+    /// Transactions the nodes acknowledged from the start of the load to the end of the quiesce
+    /// (warm-up included; a stopped node's as it said last): what a recorded history must hold
+    /// at least.
+    pub acknowledged: u64,
 }
 
 impl BenchReport {
@@ -497,7 +501,7 @@ pub fn run(
     );
     let last_phase = stopped.iter().flatten().map(|s| s.phase).max().unwrap_or(0);
     let deadline = Instant::now() + settings.quiesce_timeout;
-    loop {
+    let settled = loop {
         let stats = read_live(
             &client,
             Query::Stats,
@@ -518,7 +522,7 @@ pub fn run(
             .all(|s| s.phase > last_phase && s.idle)
             && nodes.restarted_recovered(&live)
         {
-            break;
+            break stats;
         }
         if Instant::now() >= deadline {
             return Err(format!(
@@ -532,7 +536,8 @@ pub fn run(
             rate: 0.0,
         })?;
         std::thread::sleep(Duration::from_millis(5));
-    }
+    };
+    let acknowledged = nodes.acknowledged(&settled);
     let ask_live = |query: Query, live: &[bool]| -> Vec<Option<Result<Answer, ClientError>>> {
         let tickets: Vec<_> = (0..client.nodes())
             .map(|n| live[n as usize].then(|| client.send_query(n, query)))
@@ -592,6 +597,7 @@ pub fn run(
         live,
         reincarnations: nodes.reincarnations,
         fall_back: nodes.fall_back,
+        acknowledged,
     })
 }
 

@@ -25,6 +25,8 @@
 //!   read committed (§4.3).
 //! - [`stats`]: counters a benchmark gathers with a [`msg::Query`].
 //! - [`serve`](mod@serve): running a node over TCP from the cluster file's `[star]` table.
+//! - [`history_log`]: a node's committed history appended to a file as it goes (so a killed
+//!   node's survives), and every node's file read back into one history for the checkers.
 //! - [`client`]: a blocking client that sends requests and queries to a node over TCP.
 //! - [`baselines`]: PB-OCC, Dist-OCC and Dist-S2PL on these nodes (§8.1.2).
 //! - [`bench`](mod@bench): the cluster benchmark — the nodes' own load, counters polled every
@@ -50,6 +52,7 @@ mod execute;
 mod failover;
 mod fallback;
 mod fence;
+pub mod history_log;
 pub mod layout;
 pub mod msg;
 pub mod node;

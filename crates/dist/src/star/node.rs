@@ -274,6 +274,15 @@ pub struct StarNode<'db, W: Procedures> {
     pub(crate) fall_back: Option<FallBack<'db, W>>,
     /// Dist-OCC messages that came before this node switched (`fallback`).
     pub(crate) early: Vec<(Addr, StarMsg)>,
+    /// Once the host asked for it ([`StarNode::hand_over_history`]): each phase's committed
+    /// transactions, taken at its start fence, until the host takes them
+    /// ([`StarNode::take_recorded`]).
+    pub(crate) recorded: Vec<(Phase, History)>,
+    /// Whether the host takes the history as it goes.
+    pub(crate) hand_over: bool,
+    /// Transactions taken from the workers so far: the next one's id (a worker numbers what it
+    /// recorded since its history was last taken, so ids are renumbered per node).
+    pub(crate) taken: u64,
 }
 
 impl<'db, W> StarNode<'db, W>
@@ -339,6 +348,9 @@ where
             recovery: Recovery::new(layout.nodes(), settings.incarnation),
             fall_back: None,
             early: Vec::new(),
+            recorded: Vec::new(),
+            hand_over: false,
+            taken: 0,
             queues: Queues::new(masters.len()),
             report: PhaseReport::default(),
             types: workload
@@ -442,8 +454,19 @@ where
     }
 
     /// The committed transactions recorded since the last call (empty unless the database
-    /// records), with ids made unique across nodes.
+    /// records), with ids made unique across nodes: those of phases whose fence took them and
+    /// the host did not take ([`StarNode::take_recorded`]), and those run since.
     pub fn take_history(&mut self) -> History {
+        let mut parts: Vec<History> = std::mem::take(&mut self.recorded)
+            .into_iter()
+            .map(|(_, h)| h)
+            .collect();
+        parts.push(self.take_executed());
+        History::merge(parts)
+    }
+
+    /// What the workers (and the database, of dropped workers) recorded since the last call.
+    fn take_executed(&mut self) -> History {
         let mut parts: Vec<History> = self
             .masters
             .iter_mut()
@@ -453,7 +476,34 @@ where
             parts.push(w.take_history());
         }
         parts.extend(self.fall_back_histories());
-        node_history(self.me, self.db, parts)
+        let mut h = node_history(self.me, self.db, parts);
+        for t in &mut h.txns {
+            t.id = ((self.me as u64 + 1) << 52) | self.taken;
+            self.taken += 1;
+        }
+        h
+    }
+
+    /// From now on (when its database records histories) the node hands its committed
+    /// transactions over to [`StarNode::take_recorded`] as they become final; otherwise they stay
+    /// with its workers until [`StarNode::take_history`].
+    pub fn hand_over_history(&mut self) {
+        self.hand_over = true;
+    }
+
+    /// The committed transactions this node handed over since the last call (after
+    /// [`StarNode::hand_over_history`], when its database records histories): each STAR phase's, with the phase, as its start fence took them (before
+    /// any message of the fence left, so before the phase can become irrevocable); under the
+    /// fall-back to Dist-OCC, whatever committed since, with the current group. A host that keeps
+    /// a history outside the process calls it after every event (`history_log`).
+    pub fn take_recorded(&mut self) -> Vec<(Phase, History)> {
+        if self.hand_over && self.fall_back.is_some() {
+            let h = self.take_executed();
+            if !h.is_empty() {
+                self.recorded.push((self.phase(), h));
+            }
+        }
+        std::mem::take(&mut self.recorded)
     }
 
     /// Whether the node executes transactions now: a phase has begun and its fence has not.
@@ -516,6 +566,14 @@ where
             return;
         }
         self.fence.start();
+        if self.hand_over && self.db.config().record_history {
+            // The phase's transactions are final here unless this node fails in it: its host
+            // writes them out before the fence's messages leave (`history_log`).
+            let h = self.take_executed();
+            if !h.is_empty() {
+                self.recorded.push((phase, h));
+            }
+        }
         self.clock.fence(net.now(), PhaseKind::of(phase));
         self.outbox.flush(net, phase, &mut self.replication);
         for n in (0..self.layout.nodes()).filter(|&n| n != self.me) {

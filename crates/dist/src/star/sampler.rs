@@ -83,6 +83,24 @@ impl<'c> Sampler<'c> {
         self.latest.iter().map(StarStats::committed).sum::<u64>() + self.retired.iter().sum::<u64>()
     }
 
+    /// Transactions every node acknowledged over the run, every process of it added up: each
+    /// live node's with its counters at the end (`last`, `None` for a node that stopped), a
+    /// stopped one's with what it said last.
+    pub fn acknowledged(&self, last: &[Option<StarStats>]) -> u64 {
+        (0..self.latest.len())
+            .map(|n| {
+                let seen = self.latest[n].committed();
+                let end = match last.get(n).and_then(Option::as_ref) {
+                    Some(s) if s.committed() >= seen => s.committed(),
+                    // A restarted process this sampler never heard from.
+                    Some(s) => seen + s.committed(),
+                    None => seen,
+                };
+                self.retired[n] + end
+            })
+            .sum()
+    }
+
     /// Asks every node without a pending query for its counters, and takes the answers that come
     /// within `wait`. `fresh` (a window's ends) asks every live node anew and waits up to the
     /// answer timeout, so the counters are as of now. `now` is the run's clock, for `faults`.

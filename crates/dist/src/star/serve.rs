@@ -9,11 +9,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use phasedb_net::tcp::{TcpOptions, run};
-use phasedb_net::{Addr, ClusterConfig, StarAlgorithm};
+use phasedb_net::{Addr, ClusterConfig, Node, StarAlgorithm};
 use phasedb_txn::Procedures;
 
 use crate::star::baselines::{DistNode, DistProtocol, PbOccNode};
+use crate::star::history_log::{HistoryWriter, Recorder, Recording};
 use crate::star::layout::Layout;
+use crate::star::msg::StarMsg;
 use crate::star::node::{StarNode, StarSettings, open_database};
 use crate::star::stats::StarStats;
 
@@ -35,8 +37,9 @@ pub fn tick_of(cfg: &ClusterConfig, layout: &Layout) -> Duration {
 /// cluster runs (the same command after a crash) is recognised by its new incarnation, forgets
 /// what it loaded and recovers its partitions from the live replicas (`recover`, §7.2). `settings` default to those of the
 /// `[star]` table (with no local load); `listener`, if given, is a socket already listening on
-/// the node's address. Must run inside a tokio runtime (a current-thread one keeps the node on
-/// one core).
+/// the node's address. With a `history` in the `[star]` table the node records its committed
+/// transactions and appends them to its file as it goes (`history_log`). Must run inside a
+/// tokio runtime (a current-thread one keeps the node on one core).
 pub async fn serve<W>(
     cfg: &ClusterConfig,
     id: Addr,
@@ -73,8 +76,15 @@ where
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64);
     }
-    let db =
-        open_database(&mut workload, &layout, id, false).map_err(|e| invalid(e.to_string()))?;
+    let history = star.history_of(id);
+    let db = open_database(&mut workload, &layout, id, history.is_some())
+        .map_err(|e| invalid(e.to_string()))?;
+    let opened = |path: &std::path::Path| {
+        HistoryWriter::open(path, id, settings.incarnation).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
+        })
+    };
+    let writer = history.as_deref().map(opened).transpose()?;
     let mut opts = TcpOptions::new(id, cfg.peer_addrs());
     opts.listen = Some(me.addr);
     opts.listener = listener;
@@ -85,13 +95,13 @@ where
         StarAlgorithm::Star => {
             let mut node = StarNode::new(id, layout, settings, &db, &workload)
                 .map_err(|e| invalid(e.to_string()))?;
-            run(&mut node, opts, shutdown).await?;
+            drive(&mut node, opts, shutdown, writer).await?;
             Ok(node.stats())
         }
         StarAlgorithm::PbOcc => {
             let mut node = PbOccNode::new(id, layout, settings, &db, &workload)
                 .map_err(|e| invalid(e.to_string()))?;
-            run(&mut node, opts, shutdown).await?;
+            drive(&mut node, opts, shutdown, writer).await?;
             Ok(node.stats())
         }
         StarAlgorithm::DistOcc | StarAlgorithm::DistS2pl => {
@@ -102,11 +112,30 @@ where
             };
             let mut node = DistNode::new(id, protocol, layout, settings, &db, &workload)
                 .map_err(|e| invalid(e.to_string()))?;
-            run(&mut node, opts, shutdown).await?;
+            drive(&mut node, opts, shutdown, writer).await?;
             Ok(node.stats())
         }
         StarAlgorithm::Calvin => Err(invalid(
             "a Calvin cluster is served by phasedb_dist::calvin::serve".into(),
         )),
     }
+}
+
+/// Runs `node` over TCP until `shutdown`; with a `writer`, appends its history as it goes and
+/// what is left at the stop.
+async fn drive<N>(
+    node: &mut N,
+    opts: TcpOptions<StarMsg>,
+    shutdown: impl Future<Output = ()>,
+    writer: Option<HistoryWriter>,
+) -> std::io::Result<()>
+where
+    N: Node<Msg = StarMsg> + Recording,
+{
+    let Some(writer) = writer else {
+        return run(node, opts, shutdown).await;
+    };
+    let mut recorder = Recorder::new(node, writer);
+    run(&mut recorder, opts, shutdown).await?;
+    recorder.finish()
 }
