@@ -110,7 +110,9 @@ pub struct MergeEvent {
     pub phase: u64,
 }
 
-/// One committed transaction: who ran it, what it read and what it installed.
+/// One committed transaction: who ran it, what it read and what it installed. Every field is
+/// written, empty or not: a binary encoding (postcard, on the cluster's wire) cannot tell a left
+/// out field from the next one's bytes; a missing one still reads as empty from JSON.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TxnEvent {
     /// Unique id within the history.
@@ -122,10 +124,10 @@ pub struct TxnEvent {
     /// Versions installed at commit.
     pub writes: Vec<WriteEvent>,
     /// Commutative operations applied to per-core slices (they commute with each other).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub split_ops: Vec<SplitOpEvent>,
     /// Split phases' slices this transaction merged (a reconciliation).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub merges: Vec<MergeEvent>,
 }
 

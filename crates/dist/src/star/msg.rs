@@ -467,4 +467,39 @@ mod tests {
         assert!(encoded.ends_with(&plain));
         assert_eq!(postcard::from_bytes::<StarMsg>(&encoded).unwrap(), msg);
     }
+
+    /// A history answer decodes as sent over TCP (postcard), with and without Doppel's split
+    /// operations: a field left out when empty would leave the decoder reading the next
+    /// transaction's bytes as it.
+    #[test]
+    fn a_history_answer_survives_the_wire() {
+        use phasedb_check::{Item, ReadEvent, SplitOpEvent, TxnEvent, WriteEvent, WriteKind};
+        let item = Item::new(1, 7);
+        let plain = TxnEvent {
+            id: 1,
+            worker: 0,
+            reads: vec![ReadEvent { item, version: 3 }],
+            writes: vec![WriteEvent {
+                item,
+                version: 5,
+                prev: 3,
+                kind: WriteKind::Update,
+            }],
+            split_ops: Vec::new(),
+            merges: Vec::new(),
+        };
+        let split = TxnEvent {
+            id: 2,
+            split_ops: vec![SplitOpEvent { item, phase: 4 }],
+            ..plain.clone()
+        };
+        let msg = StarMsg::Answer {
+            rid: 9,
+            answer: Answer::History(History {
+                txns: vec![plain, split],
+            }),
+        };
+        let encoded = postcard::to_stdvec(&msg).unwrap();
+        assert_eq!(postcard::from_bytes::<StarMsg>(&encoded).unwrap(), msg);
+    }
 }
