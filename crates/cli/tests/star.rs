@@ -213,7 +213,17 @@ fn bad_star_flags_and_impossible_placements_exit_2() {
     );
     refused(&with(&["--theta", "0.9"], "ycsb"), "uniformly");
     refused(&with(&["--ops", "16"], "ycsb"), "4 operations");
-    refused(&with(&["--verify"], "ycsb"), "--verify");
+    refused(
+        &[
+            "ycsb",
+            "--cluster",
+            "2",
+            "--algorithm",
+            "calvin",
+            "--verify",
+        ],
+        "--verify is not built for --algorithm calvin",
+    );
     refused(
         &with(&["--mix", "standard"], "tpcc"),
         "NewOrder and Payment",
